@@ -1,0 +1,2 @@
+//! Engine benchmarks (filled in with the engine).
+fn main() {}

@@ -1,0 +1,39 @@
+//! The `depengine` command line: one subcommand per job, each in its own file.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod plan;
+
+/// depengine: a dependency engine, its memory planners and its benchmarks.
+#[derive(Parser, Debug)]
+#[command(name = "depengine", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Micro-benchmark the engine on an empty-op workload (indep, chain, readers).
+    Bench(bench::BenchArgs),
+    /// Plan tensor memory from a usage-records, MiniMalloc CSV or graph file.
+    Plan(plan::PlanArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(args) => bench::run(args),
+        Command::Plan(args) => plan::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Memory planners over tensor usage records.

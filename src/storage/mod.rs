@@ -1,0 +1,1 @@
+//! Pooled storage managers.

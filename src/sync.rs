@@ -1,0 +1,1 @@
+//! The one place that names synchronisation primitives (see the engine design note).

@@ -1,0 +1,3 @@
+//! Small helpers shared by the library, its tests, benches and command line.
+
+pub mod rng;
