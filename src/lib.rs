@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod engine;
+pub mod graph;
 pub mod plan;
 pub mod storage;
 pub(crate) mod sync;

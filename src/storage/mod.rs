@@ -1,1 +1,3 @@
-//! Pooled storage managers.
+//! Storage managers: naive, pooled (exact-size and round), unpooled.
+
+pub mod rounding;

@@ -76,7 +76,10 @@ mod tests {
             assert!(v < 5);
             seen[v] = true;
         }
-        assert!(seen.iter().all(|&s| s), "every value of 0..5 drawn: {seen:?}");
+        assert!(
+            seen.iter().all(|&s| s),
+            "every value of 0..5 drawn: {seen:?}"
+        );
     }
 
     #[test]
