@@ -1,1 +1,309 @@
-//! The one place that names synchronisation primitives (see the engine design note).
+//! The one module that names synchronisation primitives.
+//!
+//! Everything else in the crate imports `crate::sync::*`. Under `cfg(loom)` the
+//! primitives the dependency protocol relies on (mutexes, condition variables,
+//! atomics, threads, thread-locals, spinning) are swapped for loom's so that the
+//! loom models in `tests/loom.rs` explore every interleaving of the real engine
+//! code. What loom cannot see inside (crossbeam's lock-free queues) is replaced
+//! by a `Mutex<VecDeque>` with the same method names.
+//!
+//! `Arc`/`Weak` stay `std`'s in both builds: reference counts are not part of
+//! the dependency protocol, and loom's `Arc` has no `Weak`.
+
+pub(crate) use std::sync::{Arc, Weak};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+pub(crate) use crossbeam_utils::CachePadded;
+
+/// Number of logical CPUs, for default worker counts.
+pub(crate) fn cpu_count() -> usize {
+    #[cfg(loom)]
+    {
+        2
+    }
+    #[cfg(not(loom))]
+    {
+        num_cpus::get().max(1)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Mutex and Condvar: parking_lot's API shape (no poisoning, `wait(&mut guard)`).
+// ---------------------------------------------------------------------------
+
+#[cfg(not(loom))]
+pub(crate) use parking_lot::{Condvar, Mutex};
+
+#[cfg(loom)]
+pub(crate) use self::loom_mutex::{Condvar, Mutex};
+
+#[cfg(loom)]
+mod loom_mutex {
+    use std::ops::{Deref, DerefMut};
+
+    /// parking_lot-shaped wrapper over loom's mutex.
+    #[derive(Debug)]
+    pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+    /// Guard of [`Mutex`]; the inner option lets [`Condvar::wait`] move the
+    /// loom guard out and back through a `&mut`.
+    pub(crate) struct MutexGuard<'a, T>(Option<loom::sync::MutexGuard<'a, T>>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Mutex(loom::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            MutexGuard(Some(self.0.lock().expect("loom mutex poisoned")))
+        }
+
+        pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            self.0.try_lock().ok().map(|g| MutexGuard(Some(g)))
+        }
+    }
+
+    impl<T: Default> Default for Mutex<T> {
+        fn default() -> Self {
+            Mutex::new(T::default())
+        }
+    }
+
+    impl<T> Deref for MutexGuard<'_, T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            self.0.as_ref().expect("guard present")
+        }
+    }
+
+    impl<T> DerefMut for MutexGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            self.0.as_mut().expect("guard present")
+        }
+    }
+
+    /// parking_lot-shaped wrapper over loom's condition variable.
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(loom::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Self {
+            Condvar(loom::sync::Condvar::new())
+        }
+
+        pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+            let inner = guard.0.take().expect("guard present");
+            guard.0 = Some(self.0.wait(inner).expect("loom mutex poisoned"));
+        }
+
+        pub(crate) fn notify_one(&self) -> bool {
+            self.0.notify_one();
+            true
+        }
+
+        pub(crate) fn notify_all(&self) -> usize {
+            self.0.notify_all();
+            0
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Threads, thread-locals and spinning.
+// ---------------------------------------------------------------------------
+
+pub(crate) mod thread {
+    #[cfg(loom)]
+    pub(crate) use loom::thread::{spawn, JoinHandle};
+    #[cfg(not(loom))]
+    pub(crate) use std::thread::JoinHandle;
+
+    /// Spawns a named engine thread.
+    #[cfg(not(loom))]
+    pub(crate) fn spawn_named<F>(name: String, f: F) -> std::io::Result<JoinHandle<()>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        std::thread::Builder::new().name(name).spawn(f)
+    }
+
+    /// Spawns an engine thread (loom threads have no names).
+    #[cfg(loom)]
+    pub(crate) fn spawn_named<F>(_name: String, f: F) -> std::io::Result<JoinHandle<()>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        Ok(spawn(f))
+    }
+}
+
+/// `thread_local!` that loom can model (each loom thread gets its own value).
+macro_rules! engine_thread_local {
+    ($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;) => {
+        #[cfg(not(loom))]
+        std::thread_local! { $(#[$attr])* static $name: $t = $init; }
+        #[cfg(loom)]
+        loom::thread_local! { $(#[$attr])* static $name: $t = $init; }
+    };
+}
+pub(crate) use engine_thread_local;
+
+/// Exponential back-off for spin loops; under loom every step yields so that
+/// the model checker can schedule the thread being waited for.
+pub(crate) struct Backoff {
+    #[cfg(not(loom))]
+    inner: crossbeam_utils::Backoff,
+    #[cfg(loom)]
+    steps: u32,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Backoff {
+            #[cfg(not(loom))]
+            inner: crossbeam_utils::Backoff::new(),
+            #[cfg(loom)]
+            steps: 0,
+        }
+    }
+
+    /// Spins (or yields, later on) once.
+    pub(crate) fn snooze(&mut self) {
+        #[cfg(not(loom))]
+        self.inner.snooze();
+        #[cfg(loom)]
+        {
+            self.steps += 1;
+            loom::thread::yield_now();
+        }
+    }
+
+    /// True once spinning longer is unlikely to pay off: time to park.
+    pub(crate) fn is_completed(&self) -> bool {
+        #[cfg(not(loom))]
+        {
+            self.inner.is_completed()
+        }
+        #[cfg(loom)]
+        {
+            self.steps >= 1
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Work queues: crossbeam-deque, or a Mutex<VecDeque> with the same method names.
+// ---------------------------------------------------------------------------
+
+#[cfg(not(loom))]
+pub(crate) mod deque {
+    pub(crate) use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+}
+
+#[cfg(loom)]
+pub(crate) mod deque {
+    //! Just enough of crossbeam-deque's API, built on loom's mutex.
+    use super::{Arc, Mutex};
+    use std::collections::VecDeque;
+
+    pub(crate) enum Steal<T> {
+        Empty,
+        Success(T),
+        Retry,
+    }
+
+    impl<T> Steal<T> {
+        pub(crate) fn is_retry(&self) -> bool {
+            matches!(self, Steal::Retry)
+        }
+        pub(crate) fn success(self) -> Option<T> {
+            match self {
+                Steal::Success(v) => Some(v),
+                _ => None,
+            }
+        }
+    }
+
+    pub(crate) struct Injector<T>(Mutex<VecDeque<T>>);
+
+    impl<T> Injector<T> {
+        pub(crate) fn new() -> Self {
+            Injector(Mutex::new(VecDeque::new()))
+        }
+        pub(crate) fn push(&self, v: T) {
+            self.0.lock().push_back(v);
+        }
+        pub(crate) fn is_empty(&self) -> bool {
+            self.0.lock().is_empty()
+        }
+        pub(crate) fn steal_batch_and_pop(&self, _dest: &Worker<T>) -> Steal<T> {
+            match self.0.lock().pop_front() {
+                Some(v) => Steal::Success(v),
+                None => Steal::Empty,
+            }
+        }
+    }
+
+    pub(crate) struct Worker<T>(Arc<Mutex<VecDeque<T>>>);
+    pub(crate) struct Stealer<T>(Arc<Mutex<VecDeque<T>>>);
+
+    impl<T> Worker<T> {
+        pub(crate) fn new_fifo() -> Self {
+            Worker(Arc::new(Mutex::new(VecDeque::new())))
+        }
+        pub(crate) fn push(&self, v: T) {
+            self.0.lock().push_back(v);
+        }
+        pub(crate) fn pop(&self) -> Option<T> {
+            self.0.lock().pop_front()
+        }
+        pub(crate) fn is_empty(&self) -> bool {
+            self.0.lock().is_empty()
+        }
+        pub(crate) fn stealer(&self) -> Stealer<T> {
+            Stealer(self.0.clone())
+        }
+    }
+
+    impl<T> Stealer<T> {
+        pub(crate) fn steal_batch_and_pop(&self, _dest: &Worker<T>) -> Steal<T> {
+            match self.0.lock().pop_front() {
+                Some(v) => Steal::Success(v),
+                None => Steal::Empty,
+            }
+        }
+        pub(crate) fn is_empty(&self) -> bool {
+            self.0.lock().is_empty()
+        }
+    }
+}
+
+/// Bounded free list used to recycle op blocks.
+#[cfg(not(loom))]
+pub(crate) use crossbeam_queue::ArrayQueue;
+
+#[cfg(loom)]
+pub(crate) struct ArrayQueue<T>(Mutex<std::collections::VecDeque<T>>, usize);
+
+#[cfg(loom)]
+impl<T> ArrayQueue<T> {
+    pub(crate) fn new(cap: usize) -> Self {
+        ArrayQueue(Mutex::new(std::collections::VecDeque::new()), cap)
+    }
+    pub(crate) fn push(&self, v: T) -> Result<(), T> {
+        let mut q = self.0.lock();
+        if q.len() >= self.1 {
+            return Err(v);
+        }
+        q.push_back(v);
+        Ok(())
+    }
+    pub(crate) fn pop(&self) -> Option<T> {
+        self.0.lock().pop_front()
+    }
+}

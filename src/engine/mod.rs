@@ -1,1 +1,456 @@
 //! The dependency engine.
+//!
+//! # Quickstart
+//!
+//! ```
+//! use depengine::{Engine, OpDesc};
+//! use std::sync::{Arc, Mutex};
+//!
+//! let engine = Engine::builder().build()?;
+//! let (a, b) = (engine.new_var(), engine.new_var());
+//! let data = Arc::new(Mutex::new(vec![0u64; 2]));
+//!
+//! // Write a, then read a and write b: the engine orders the two.
+//! let d = data.clone();
+//! engine.push(OpDesc::new("fill a").writes(&a), move |_| {
+//!     d.lock().unwrap()[0] = 21;
+//!     Ok(())
+//! })?;
+//! let d = data.clone();
+//! engine.push(OpDesc::new("b = 2a").reads(&a).writes(&b), move |_| {
+//!     let mut v = d.lock().unwrap();
+//!     v[1] = v[0] * 2;
+//!     Ok(())
+//! })?;
+//!
+//! engine.wait_for_var(&b)?;
+//! assert_eq!(data.lock().unwrap()[1], 42);
+//! assert_eq!((a.version(), b.version()), (1, 1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The contract every executor keeps is in the repository's design notes
+//! (rules 1–8): per-var push order is effect order, failures propagate to
+//! what depends on them and are reported by waits, misuse is an `Err`.
+//! `PROTOCOL.md` beside this file explains how the code keeps it.
+
+mod builder;
+mod completion;
+mod core;
+mod diagnostics;
+mod error;
+mod executor;
+mod op;
+mod operator;
+mod ready;
+mod var;
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::sync::{thread, Arc, Mutex};
+
+pub(crate) use builder::EngineConfig;
+pub use builder::{
+    EngineBuilder, EngineKind, ENV_COPY_WORKERS, ENV_CPU_PRIORITY_WORKERS, ENV_CPU_WORKERS,
+    ENV_ENGINE_TYPE,
+};
+pub use completion::Completion;
+pub use diagnostics::{PendingOp, PendingReport, VarReport};
+pub use error::{BuildError, EngineError, Failure, FailureKind, OpError};
+pub use op::{Context, OpCtx, OpDesc, OpResult, Property, VarList};
+pub use operator::Operator;
+pub use var::{Var, VarId};
+
+use self::core::{Core, Signal};
+use op::Body;
+
+/// A dependency engine. Cheap to clone (clones share the engine), `Send +
+/// Sync`, usable from many threads at once.
+///
+/// Dropping the last clone waits for every pushed op, then joins every worker
+/// thread; [`Engine::shutdown`] does the same explicitly.
+#[derive(Clone)]
+pub struct Engine {
+    handle: Arc<Handle>,
+}
+
+/// Owns the core on behalf of the user's clones; its drop shuts down.
+struct Handle {
+    core: Arc<Core>,
+    /// Serialises explicit shutdowns.
+    shutdown_lock: Mutex<()>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if self.core.is_shut_down() {
+            return;
+        }
+        if self.core.on_own_thread() {
+            // The last handle was dropped inside one of this engine's ops: a
+            // worker cannot join itself, so a helper thread finishes the
+            // shutdown once this op (and everything else) has completed.
+            let core = self.core.clone();
+            if thread::spawn_named("depengine-shutdown".into(), move || core.shutdown()).is_err() {
+                eprintln!("depengine: could not start the shutdown thread; workers left running");
+            }
+            return;
+        }
+        self.core.shutdown();
+    }
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("id", &self.core().id)
+            .field("kind", &self.kind())
+            .field("pending", &self.core().pending())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// A builder with default settings.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::new()
+    }
+
+    /// An engine configured from `DEPENGINE_ENGINE_TYPE`,
+    /// `DEPENGINE_CPU_WORKERS`, `DEPENGINE_CPU_PRIORITY_WORKERS` and
+    /// `DEPENGINE_COPY_WORKERS`, defaults for what they leave unset.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::BadEnv`] naming the variable with a bad value.
+    pub fn from_env() -> Result<Engine, BuildError> {
+        EngineBuilder::new().env()?.build()
+    }
+
+    pub(crate) fn start(config: EngineConfig) -> Result<Engine, BuildError> {
+        let core = Core::start(config).map_err(|e| match e {
+            EngineError::Spawn { thread, message } => BuildError::Spawn { thread, message },
+            other => BuildError::Spawn {
+                thread: "engine".into(),
+                message: other.to_string(),
+            },
+        })?;
+        Ok(Engine {
+            handle: Arc::new(Handle {
+                core,
+                shutdown_lock: Mutex::new(()),
+            }),
+        })
+    }
+
+    fn core(&self) -> &Core {
+        &self.handle.core
+    }
+
+    /// This engine's id (vars record it; see [`VarId::engine`]).
+    pub fn id(&self) -> u64 {
+        self.core().id
+    }
+
+    /// The executor kind.
+    pub fn kind(&self) -> EngineKind {
+        self.core().config.kind
+    }
+
+    /// Worker pools and their thread counts, e.g. `[("cpu", 2), ...]`.
+    pub fn pools(&self) -> Vec<(String, usize)> {
+        self.core().executor_pools()
+    }
+
+    /// Ops pushed and not yet completed.
+    pub fn pending(&self) -> usize {
+        self.core().pending()
+    }
+
+    /// A new var of this engine.
+    pub fn new_var(&self) -> Var {
+        self.core().new_var(None)
+    }
+
+    /// A new var with a name, shown in errors and diagnostics.
+    pub fn new_named_var(&self, name: impl Into<String>) -> Var {
+        self.core().new_var(Some(name.into().into_boxed_str()))
+    }
+
+    /// Pushes an op whose body returns its result. Never blocks on other ops.
+    ///
+    /// # Errors
+    ///
+    /// A var of another engine or a deleted var, a GPU context the engine
+    /// does not have, or an engine already shut down. The op is not pushed.
+    pub fn push<F>(&self, desc: OpDesc<'_>, body: F) -> Result<(), EngineError>
+    where
+        F: FnOnce(&OpCtx<'_>) -> OpResult + Send + 'static,
+    {
+        self.core()
+            .push(desc, Body::Sync(Box::new(body)), None, false)
+    }
+
+    /// Pushes an op whose body completes it through a [`Completion`], from
+    /// any thread. Dropping the completion unconsumed fails the op.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::push`].
+    pub fn push_async<F>(&self, desc: OpDesc<'_>, body: F) -> Result<(), EngineError>
+    where
+        F: FnOnce(&OpCtx<'_>, Completion) + Send + 'static,
+    {
+        self.core()
+            .push(desc, Body::Async(Box::new(body)), None, false)
+    }
+
+    /// Pushes an op and blocks until it has run; returns what its body
+    /// returned.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::push`]; [`EngineError::OpFailed`] when the body failed or
+    /// the op was skipped because a var it uses had failed (that failure is
+    /// then reported, here, once); [`EngineError::WaitFromWorker`] when called
+    /// from inside an op of this engine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().build().unwrap();
+    /// let v = engine.new_var();
+    /// let n = engine.push_sync(OpDesc::new("answer").reads(&v), |_| Ok(42)).unwrap();
+    /// assert_eq!(n, 42);
+    /// ```
+    pub fn push_sync<R, F>(&self, desc: OpDesc<'_>, body: F) -> Result<R, EngineError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&OpCtx<'_>) -> Result<R, OpError> + Send + 'static,
+    {
+        self.core().check_blocking("push_sync")?;
+        let slot: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
+        let out = slot.clone();
+        let signal = Arc::new(Signal::new());
+        let wrapped = move |ctx: &OpCtx<'_>| -> OpResult {
+            let r = body(ctx)?;
+            *out.lock() = Some(r);
+            Ok(())
+        };
+        self.core().push(
+            desc,
+            Body::Sync(Box::new(wrapped)),
+            Some(signal.clone()),
+            false,
+        )?;
+        match signal.wait() {
+            Ok(()) => Ok(slot
+                .lock()
+                .take()
+                .expect("a successful push_sync body stored its result")),
+            Err(f) => {
+                self.core().mark_reported(&f);
+                Err(EngineError::OpFailed(f))
+            }
+        }
+    }
+
+    /// Keeps an op description and body for repeated pushes.
+    ///
+    /// # Errors
+    ///
+    /// A var of another engine or a deleted var.
+    pub fn new_operator<F>(&self, desc: OpDesc<'_>, body: F) -> Result<Operator, EngineError>
+    where
+        F: Fn(&OpCtx<'_>) -> OpResult + Send + Sync + 'static,
+    {
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        desc.reads.for_each(|v| reads.push(v.clone()));
+        desc.writes.for_each(|v| writes.push(v.clone()));
+        for v in reads.iter().chain(writes.iter()) {
+            self.core().check_var_pub(v, &desc.name)?;
+        }
+        Ok(Operator {
+            engine: self.id(),
+            name: desc.name,
+            reads,
+            writes,
+            context: desc.context,
+            property: desc.property,
+            body: Arc::new(body),
+        })
+    }
+
+    /// Pushes a reusable operator with the given priority.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::push`]; an operator made by another engine is a
+    /// [`EngineError::ForeignVar`] on its first var.
+    pub fn push_operator(&self, op: &Operator, priority: i32) -> Result<(), EngineError> {
+        self.check_operator(op)?;
+        self.core().push(
+            op.desc(priority),
+            Body::Shared(op.body.clone()),
+            None,
+            false,
+        )
+    }
+
+    /// Deletes an operator once every push of it so far has run: the
+    /// deletion is an op that writes all the operator's vars.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::push`].
+    pub fn delete_operator(&self, op: Operator) -> Result<(), EngineError> {
+        self.check_operator(&op)?;
+        let mut vars = op.reads.clone();
+        vars.extend(op.writes.iter().cloned());
+        let desc = OpDesc::new(Cow::Owned(format!("delete operator {}", op.name)))
+            .writes(&vars)
+            .property(Property::NoSkip);
+        let body = op.body;
+        // The deletion only drops the body: bookkeeping, not a write.
+        self.core().push(
+            desc,
+            Body::Sync(Box::new(move |_| {
+                drop(body);
+                Ok(())
+            })),
+            None,
+            true,
+        )
+    }
+
+    fn check_operator(&self, op: &Operator) -> Result<(), EngineError> {
+        if op.engine != self.id() {
+            let var = op
+                .reads
+                .iter()
+                .chain(op.writes.iter())
+                .next()
+                .map(|v| v.id())
+                .unwrap_or(VarId {
+                    engine: op.engine,
+                    id: 0,
+                });
+            return Err(EngineError::ForeignVar {
+                var,
+                var_engine: op.engine,
+                engine: self.id(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Deletes a var: pushes an op that writes it, so the var is gone only
+    /// after every earlier op on it has finished (rule 6). Later uses of the
+    /// var are errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::push`] (deleting a var twice is a [`EngineError::DeletedVar`]).
+    pub fn delete_var(&self, var: Var) -> Result<(), EngineError> {
+        self.delete_var_with(var, || {})
+    }
+
+    /// Deletes a var and runs `on_deleted` after the last op on it — the hook
+    /// that hands a buffer's memory back to its pool.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::delete_var`].
+    pub fn delete_var_with<F>(&self, var: Var, on_deleted: F) -> Result<(), EngineError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let desc = OpDesc::new("delete_var")
+            .writes(&var)
+            .property(Property::DeleteVar);
+        self.core().push(
+            desc,
+            Body::Sync(Box::new(move |_| {
+                on_deleted();
+                Ok(())
+            })),
+            None,
+            false,
+        )?;
+        var.inner
+            .deleted
+            .store(true, crate::sync::Ordering::Release);
+        Ok(())
+    }
+
+    /// Blocks until every op pushed so far that writes `var` has completed.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::OpFailed`] with the failure the var carries (then the
+    /// var is clean again); [`EngineError::WaitFromWorker`] from inside an op
+    /// of this engine; [`EngineError::ForeignVar`].
+    pub fn wait_for_var(&self, var: &Var) -> Result<(), EngineError> {
+        self.core().wait_var(var, false)
+    }
+
+    /// Blocks until every op pushed so far that reads or writes `var` has
+    /// completed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::wait_for_var`].
+    pub fn wait_to_write(&self, var: &Var) -> Result<(), EngineError> {
+        self.core().wait_var(var, true)
+    }
+
+    /// Blocks until every op pushed so far has completed.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::OpFailed`] with the first failure that no wait has
+    /// reported yet; afterwards every var is clean.
+    /// [`EngineError::WaitFromWorker`] from inside an op of this engine.
+    pub fn wait_for_all(&self) -> Result<(), EngineError> {
+        self.core().wait_all()
+    }
+
+    /// Every var with queued, running or failed work: who holds it, who waits
+    /// behind, and on what.
+    pub fn pending_ops(&self) -> PendingReport {
+        PendingReport::collect(self.core().pending(), &self.core().live_vars())
+    }
+
+    /// Waits for every pushed op, refuses further pushes, and joins every
+    /// worker thread. Dropping the last clone does the same.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::WaitFromWorker`] from inside an op of this engine.
+    pub fn shutdown(&self) -> Result<(), EngineError> {
+        self.core().check_blocking("shutdown")?;
+        let _g = self.handle.shutdown_lock.lock();
+        self.core().shutdown();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod send_sync {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn public_handles_are_thread_safe() {
+        assert_send_sync::<Engine>();
+        assert_send_sync::<Var>();
+        assert_send::<Completion>();
+        assert_send_sync::<Operator>();
+        assert_send_sync::<EngineError>();
+    }
+}

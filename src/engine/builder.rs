@@ -1,0 +1,241 @@
+//! Engine configuration: a builder, and the environment variables.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::sync::cpu_count;
+
+use super::error::BuildError;
+use super::Engine;
+
+/// Which executor runs ready ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EngineKind {
+    /// Inline on the thread that made the op ready; no worker threads.
+    Naive,
+    /// One shared worker pool plus an IO pool for copies.
+    Pooled,
+    /// Per-device pools, a CPU priority pool and copy pools.
+    #[default]
+    PerDevice,
+}
+
+impl FromStr for EngineKind {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
+            "naive" | "naiveengine" => Ok(EngineKind::Naive),
+            "pooled" | "threadedengine" | "threadedenginepooled" => Ok(EngineKind::Pooled),
+            "perdevice" | "threadedengineperdevice" => Ok(EngineKind::PerDevice),
+            _ => Err(()),
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineKind::Naive => "naive",
+            EngineKind::Pooled => "pooled",
+            EngineKind::PerDevice => "per-device",
+        })
+    }
+}
+
+/// A resolved configuration (every count non-zero).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EngineConfig {
+    pub(crate) kind: EngineKind,
+    pub(crate) cpu_workers: usize,
+    pub(crate) cpu_priority_workers: usize,
+    pub(crate) copy_workers: usize,
+    pub(crate) gpu_workers: usize,
+    pub(crate) gpus: u32,
+}
+
+/// Builds an [`Engine`]. Counts left at 0 mean "from the environment or the
+/// default".
+///
+/// Defaults: per-device executor; CPU workers = number of CPUs; 1 CPU priority
+/// worker; 1 copy worker per copy pool; 2 workers per simulated GPU; no GPUs.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, EngineKind};
+/// let engine = Engine::builder()
+///     .kind(EngineKind::Pooled)
+///     .cpu_workers(2)
+///     .build()
+///     .unwrap();
+/// assert_eq!(engine.kind(), EngineKind::Pooled);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct EngineBuilder {
+    kind: Option<EngineKind>,
+    cpu_workers: usize,
+    cpu_priority_workers: usize,
+    copy_workers: usize,
+    gpu_workers: usize,
+    gpus: u32,
+}
+
+/// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
+/// MXNet's names `NaiveEngine`, `ThreadedEngine`, `ThreadedEnginePerDevice`).
+pub const ENV_ENGINE_TYPE: &str = "DEPENGINE_ENGINE_TYPE";
+/// Environment variable: CPU worker threads.
+pub const ENV_CPU_WORKERS: &str = "DEPENGINE_CPU_WORKERS";
+/// Environment variable: CPU priority worker threads.
+pub const ENV_CPU_PRIORITY_WORKERS: &str = "DEPENGINE_CPU_PRIORITY_WORKERS";
+/// Environment variable: copy worker threads per copy pool.
+pub const ENV_COPY_WORKERS: &str = "DEPENGINE_COPY_WORKERS";
+
+impl EngineBuilder {
+    /// A builder with every setting at its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The executor.
+    pub fn kind(mut self, kind: EngineKind) -> Self {
+        self.kind = Some(kind);
+        self
+    }
+
+    /// Worker threads of the CPU pool (pooled: of the shared pool).
+    pub fn cpu_workers(mut self, n: usize) -> Self {
+        self.cpu_workers = n;
+        self
+    }
+
+    /// Worker threads of the CPU priority pool (per-device only).
+    pub fn cpu_priority_workers(mut self, n: usize) -> Self {
+        self.cpu_priority_workers = n;
+        self
+    }
+
+    /// Worker threads of each copy pool (pooled: of the IO pool).
+    pub fn copy_workers(mut self, n: usize) -> Self {
+        self.copy_workers = n;
+        self
+    }
+
+    /// Worker threads of each simulated GPU's compute pool.
+    pub fn gpu_workers(mut self, n: usize) -> Self {
+        self.gpu_workers = n;
+        self
+    }
+
+    /// Number of simulated GPU devices (`Context::Gpu(0..n)`).
+    pub fn gpus(mut self, n: u32) -> Self {
+        self.gpus = n;
+        self
+    }
+
+    /// Fills the settings still unset from the process environment.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::BadEnv`] naming the variable when a value cannot be used.
+    pub fn env(self) -> Result<Self, BuildError> {
+        let vars: HashMap<String, String> = [
+            ENV_ENGINE_TYPE,
+            ENV_CPU_WORKERS,
+            ENV_CPU_PRIORITY_WORKERS,
+            ENV_COPY_WORKERS,
+        ]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect();
+        self.env_from(&vars)
+    }
+
+    /// Like [`EngineBuilder::env`], from a map instead of the process
+    /// environment (for tests and embedding).
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::BadEnv`] naming the variable when a value cannot be used.
+    pub fn env_from(mut self, vars: &HashMap<String, String>) -> Result<Self, BuildError> {
+        if let Some(v) = vars.get(ENV_ENGINE_TYPE) {
+            let kind = v.trim().parse().map_err(|()| BuildError::BadEnv {
+                var: ENV_ENGINE_TYPE,
+                value: v.clone(),
+                expected: "naive, pooled or per-device",
+            })?;
+            self.kind.get_or_insert(kind);
+        }
+        let count = |name: &'static str| -> Result<usize, BuildError> {
+            match vars.get(name) {
+                None => Ok(0),
+                Some(v) => match v.trim().parse::<usize>() {
+                    Ok(n) if (1..=4096).contains(&n) => Ok(n),
+                    _ => Err(BuildError::BadEnv {
+                        var: name,
+                        value: v.clone(),
+                        expected: "a whole number of threads from 1 to 4096",
+                    }),
+                },
+            }
+        };
+        let cpu = count(ENV_CPU_WORKERS)?;
+        let prio = count(ENV_CPU_PRIORITY_WORKERS)?;
+        let copy = count(ENV_COPY_WORKERS)?;
+        if self.cpu_workers == 0 {
+            self.cpu_workers = cpu;
+        }
+        if self.cpu_priority_workers == 0 {
+            self.cpu_priority_workers = prio;
+        }
+        if self.copy_workers == 0 {
+            self.copy_workers = copy;
+        }
+        Ok(self)
+    }
+
+    pub(crate) fn resolve(&self) -> Result<EngineConfig, BuildError> {
+        let check = |setting: &'static str, n: usize| {
+            if n > 4096 {
+                Err(BuildError::BadSetting {
+                    setting,
+                    value: n.to_string(),
+                    why: "at most 4096 threads per pool",
+                })
+            } else {
+                Ok(())
+            }
+        };
+        check("cpu_workers", self.cpu_workers)?;
+        check("cpu_priority_workers", self.cpu_priority_workers)?;
+        check("copy_workers", self.copy_workers)?;
+        check("gpu_workers", self.gpu_workers)?;
+        if self.gpus > 1024 {
+            return Err(BuildError::BadSetting {
+                setting: "gpus",
+                value: self.gpus.to_string(),
+                why: "at most 1024 simulated devices",
+            });
+        }
+        let or = |n: usize, d: usize| if n == 0 { d } else { n };
+        Ok(EngineConfig {
+            kind: self.kind.unwrap_or_default(),
+            cpu_workers: or(self.cpu_workers, cpu_count()),
+            cpu_priority_workers: or(self.cpu_priority_workers, 1),
+            copy_workers: or(self.copy_workers, 1),
+            gpu_workers: or(self.gpu_workers, 2),
+            gpus: self.gpus,
+        })
+    }
+
+    /// Builds the engine and starts its threads.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError`] for a setting out of range, or when a worker thread
+    /// cannot be started.
+    pub fn build(self) -> Result<Engine, BuildError> {
+        let config = self.resolve()?;
+        Engine::start(config)
+    }
+}

@@ -1,0 +1,635 @@
+//! The dependency core: pushing an op, running it, completing it.
+//!
+//! Executors only decide *where* a ready op runs; everything about *when* it
+//! may run lives here and in `var.rs`.
+//!
+//! # Life of an op
+//!
+//! 1. `push` checks the op's vars (same engine, not deleted), takes a block
+//!    from the pool, fills it, sets `wait = vars + 1`, counts the op as
+//!    pending, and appends it to each var (`var.rs`). Then it drops its guard:
+//!    `wait -= granted_at_once + 1`. Whoever brings `wait` to zero (the
+//!    pusher, or a completing thread that granted the last var) dispatches it.
+//! 2. `execute` skips the body if the op was poisoned (deleted var met at
+//!    push) or a var it uses has failed and the op may be skipped; otherwise
+//!    it runs the body, catching panics at the op boundary (rule 5).
+//! 3. `complete` records a failure on the written vars before releasing them,
+//!    releases every var (collecting ops that became ready), recycles the block,
+//!    and decrements the pending count, waking `wait_for_all` at zero.
+//!
+//! Bookkeeping runs under [`AbortOnPanic`]: a panic there would leave var
+//! queues half updated, so it aborts instead of unwinding into user code.
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use crate::sync::{
+    engine_thread_local, fence, Arc, ArrayQueue, AtomicBool, AtomicU64, AtomicUsize, CachePadded,
+    Condvar, Mutex, Ordering, Weak,
+};
+
+use super::completion::Completion;
+use super::error::{EngineError, Failure, FailureKind, OpError};
+use super::executor::Executor;
+use super::op::{Body, Context, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property};
+use super::ready::ReadyList;
+use super::var::{Var, VarId, VarInner};
+use super::EngineConfig;
+
+engine_thread_local! {
+    /// Id of the engine whose op body runs on this thread right now (0: none).
+    static CURRENT_ENGINE: Cell<u64> = Cell::new(0);
+}
+
+/// Engine ids start at 1 so that 0 can mean "no engine".
+static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Capacity of the recycled op-block free list.
+#[cfg(not(loom))]
+const BLOCK_POOL_CAPACITY: usize = 4096;
+#[cfg(loom)]
+const BLOCK_POOL_CAPACITY: usize = 2;
+
+/// How an op ended.
+pub(crate) enum Outcome {
+    Ok,
+    /// The op itself failed: a new failure.
+    Failed(FailureKind, String),
+    /// The op did not run because of an earlier failure, which it passes on.
+    Skipped(Arc<Failure>),
+}
+
+/// One-shot signal from an op's completion to a blocked caller
+/// (`push_sync`, `wait_for_var`, `wait_to_write`).
+pub(crate) struct Signal {
+    state: Mutex<Option<Result<(), Arc<Failure>>>>,
+    cv: Condvar,
+}
+
+impl Signal {
+    pub(crate) fn new() -> Self {
+        Signal {
+            state: Mutex::new(None),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn set(&self, result: Result<(), Arc<Failure>>) {
+        let mut s = self.state.lock();
+        *s = Some(result);
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn wait(&self) -> Result<(), Arc<Failure>> {
+        let mut s = self.state.lock();
+        loop {
+            if let Some(r) = s.take() {
+                return r;
+            }
+            self.cv.wait(&mut s);
+        }
+    }
+}
+
+/// A failure and the vars it has reached, kept until a wait reports it.
+struct LogEntry {
+    failure: Arc<Failure>,
+    reported: bool,
+    tainted: Vec<Arc<VarInner>>,
+}
+
+/// Aborts the process if bookkeeping panics (see the module docs).
+struct AbortOnPanic;
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("depengine: internal panic during op bookkeeping; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// The engine proper, shared by the user's handles, worker threads and
+/// completion handles.
+pub(crate) struct Core {
+    pub(crate) id: u64,
+    pub(crate) config: EngineConfig,
+    self_ref: Weak<Core>,
+    next_var: AtomicU64,
+    next_seq: AtomicU64,
+    pending: CachePadded<AtomicUsize>,
+    idle_waiters: AtomicUsize,
+    idle_lock: Mutex<()>,
+    idle_cv: Condvar,
+    shut_down: AtomicBool,
+    failures: Mutex<Vec<LogEntry>>,
+    vars: Mutex<Vec<Weak<VarInner>>>,
+    blocks: ArrayQueue<Box<OpBlock>>,
+    executor: once_cell::sync::OnceCell<Executor>,
+}
+
+impl Core {
+    /// Builds the core and starts its executor's threads.
+    pub(crate) fn start(config: EngineConfig) -> Result<Arc<Core>, EngineError> {
+        let core = Arc::new_cyclic(|weak| Core {
+            id: NEXT_ENGINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            config: config.clone(),
+            self_ref: weak.clone(),
+            next_var: AtomicU64::new(0),
+            next_seq: AtomicU64::new(0),
+            pending: CachePadded::new(AtomicUsize::new(0)),
+            idle_waiters: AtomicUsize::new(0),
+            idle_lock: Mutex::new(()),
+            idle_cv: Condvar::new(),
+            shut_down: AtomicBool::new(false),
+            failures: Mutex::new(Vec::new()),
+            vars: Mutex::new(Vec::new()),
+            blocks: ArrayQueue::new(BLOCK_POOL_CAPACITY),
+            executor: once_cell::sync::OnceCell::new(),
+        });
+        let executor = Executor::start(&core)?;
+        if core.executor.set(executor).is_err() {
+            unreachable!("executor set twice");
+        }
+        Ok(core)
+    }
+
+    pub(crate) fn arc(&self) -> Arc<Core> {
+        self.self_ref
+            .upgrade()
+            .expect("engine core used after it was dropped")
+    }
+
+    fn executor(&self) -> &Executor {
+        self.executor
+            .get()
+            .expect("executor started in Core::start")
+    }
+
+    // ------------------------------------------------------------------
+    // Vars
+    // ------------------------------------------------------------------
+
+    pub(crate) fn new_var(&self, name: Option<Box<str>>) -> Var {
+        let id = VarId {
+            engine: self.id,
+            id: self.next_var.fetch_add(1, Ordering::Relaxed),
+        };
+        let inner = Arc::new(VarInner::new(id, name));
+        let mut vars = self.vars.lock();
+        // Forget dropped vars now and then, so the registry stays as large as
+        // the set of live vars (amortised O(1) per new var).
+        if vars.len() >= 64 && vars.len().is_power_of_two() {
+            vars.retain(|w| w.strong_count() > 0);
+        }
+        vars.push(Arc::downgrade(&inner));
+        Var { inner }
+    }
+
+    pub(crate) fn live_vars(&self) -> Vec<Arc<VarInner>> {
+        self.vars.lock().iter().filter_map(Weak::upgrade).collect()
+    }
+
+    pub(crate) fn executor_pools(&self) -> Vec<(String, usize)> {
+        self.executor().pools()
+    }
+
+    pub(crate) fn check_var_pub(&self, var: &Var, op: &str) -> Result<(), EngineError> {
+        self.check_var(var, op, true)
+    }
+
+    fn check_var(&self, var: &Var, op: &str, refuse_deleted: bool) -> Result<(), EngineError> {
+        let id = var.inner.id;
+        if id.engine != self.id {
+            return Err(EngineError::ForeignVar {
+                var: id,
+                var_engine: id.engine,
+                engine: self.id,
+            });
+        }
+        if refuse_deleted && var.inner.deleted.load(Ordering::Acquire) {
+            return Err(EngineError::DeletedVar {
+                var: id,
+                op: op.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------
+    // Push
+    // ------------------------------------------------------------------
+
+    /// Pushes an op. `signal` (if any) is told the outcome. `internal` marks
+    /// the engine's own bookkeeping ops (waits, operator deletion): they may
+    /// name deleted vars, are never poisoned, run inline, and their writes do
+    /// not count as versions.
+    pub(crate) fn push(
+        &self,
+        desc: OpDesc<'_>,
+        body: Body,
+        signal: Option<Arc<Signal>>,
+        internal: bool,
+    ) -> Result<(), EngineError> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(EngineError::ShutDown {
+                op: desc.name.into_owned(),
+            });
+        }
+        self.check_context(desc.context, &desc.name)?;
+        let mut err = None;
+        let mut check = |v: &Var| {
+            if err.is_none() {
+                err = self.check_var(v, &desc.name, !internal).err();
+            }
+        };
+        desc.reads.for_each(&mut check);
+        desc.writes.for_each(&mut check);
+        if let Some(e) = err {
+            return Err(e);
+        }
+
+        let _guard = AbortOnPanic;
+        let mut block = self
+            .blocks
+            .pop()
+            .unwrap_or_else(|| Box::new(OpBlock::empty()));
+        block.seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        block.name = desc.name;
+        block.context = desc.context;
+        block.property = desc.property;
+        block.priority = desc.priority;
+        block.bump_version = !internal;
+        *block.body.get_mut() = body;
+        *block.poisoned.get_mut() = false;
+        fill_vars(&mut block, &desc.reads, &desc.writes);
+        block.signal = signal;
+        let nvars = block.reads.len() + block.writes.len();
+        block.wait.store(nvars + 1, Ordering::Relaxed);
+        let deletes = block.property == Property::DeleteVar;
+
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        // From here on the block is shared with other threads through var
+        // queues: only `&OpBlock` (plus the guard-protected cells) is used.
+        let op = OpPtr(NonNull::from(Box::leak(block)));
+        // SAFETY: just leaked, live until `complete` recycles it, which cannot
+        // happen before the guard below is dropped.
+        let b = unsafe { op.get() };
+        let mut granted = 0;
+        let mut after_delete = false;
+        for v in &b.reads {
+            let a = v.append_read(op);
+            granted += a.granted as usize;
+            after_delete |= a.after_delete;
+        }
+        for v in &b.writes {
+            let a = v.append_write(op, deletes);
+            granted += a.granted as usize;
+            after_delete |= a.after_delete;
+        }
+        if after_delete && !internal {
+            // A concurrent `delete_var` got there first: the op must not touch
+            // the var. It still goes through the queues so ordering holds.
+            // SAFETY: the pusher's guard (wait >= 1) is still held, so no other
+            // thread can own the op yet; the cell is ours.
+            unsafe { *b.poisoned.get() = true };
+        }
+        if b.wait.fetch_sub(granted + 1, Ordering::AcqRel) == granted + 1 {
+            self.executor().dispatch(self, op, None);
+        }
+        Ok(())
+    }
+
+    fn check_context(&self, ctx: Context, op: &str) -> Result<(), EngineError> {
+        if let Some(id) = ctx.gpu_id() {
+            if id >= self.config.gpus {
+                return Err(EngineError::UnknownContext {
+                    op: op.to_string(),
+                    context: ctx,
+                    gpus: self.config.gpus,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------
+    // Execute and complete
+    // ------------------------------------------------------------------
+
+    /// Runs a ready op on the calling thread; returns the ops its completion
+    /// made ready (for the caller to dispatch), unless it is async and still
+    /// running.
+    pub(crate) fn execute(&self, op: OpPtr, worker: Option<usize>) -> ReadyList {
+        // SAFETY: the caller owns the op (it brought `wait` to zero); it stays
+        // live until this function or its completion handle completes it.
+        let b = unsafe { op.get() };
+        // SAFETY: the caller owns the op; no other thread touches its cells.
+        if unsafe { *b.poisoned.get() } {
+            let outcome = Outcome::Failed(
+                FailureKind::DeletedVar,
+                "a var it uses was deleted by an op pushed before it".into(),
+            );
+            return self.complete(op, outcome);
+        }
+        let mut skip = None;
+        if !b.property.never_skipped() {
+            skip = b
+                .reads
+                .iter()
+                .chain(b.writes.iter())
+                .find_map(|v| v.failure());
+        }
+        if let Some(f) = skip {
+            return self.complete(op, Outcome::Skipped(f));
+        }
+        // SAFETY: as above, the owning thread takes the body exactly once.
+        let body = unsafe { std::mem::replace(&mut *b.body.get(), Body::Empty) };
+        let ctx = OpCtx { block: b, worker };
+        let prev = CURRENT_ENGINE.with(|c| c.replace(self.id));
+        let outcome = match body {
+            Body::Empty => Outcome::Ok,
+            Body::Sync(f) => run_caught(|| f(&ctx)),
+            Body::Shared(f) => run_caught(|| f(&ctx)),
+            Body::Async(f) => {
+                let completion = Completion::new(self.arc(), op);
+                // A panic drops the completion during unwinding, which fails
+                // the op (unless the body already handed it elsewhere).
+                let _ = catch_unwind(AssertUnwindSafe(|| f(&ctx, completion)));
+                CURRENT_ENGINE.with(|c| c.set(prev));
+                return ReadyList::new();
+            }
+        };
+        CURRENT_ENGINE.with(|c| c.set(prev));
+        self.complete(op, outcome)
+    }
+
+    /// Completes an op: records its failure, releases its vars, recycles it.
+    pub(crate) fn complete(&self, op: OpPtr, outcome: Outcome) -> ReadyList {
+        let _guard = AbortOnPanic;
+        // SAFETY: the completing thread owns the op until it recycles it below.
+        let b = unsafe { op.get() };
+        let failure = match outcome {
+            Outcome::Ok => None,
+            Outcome::Failed(kind, message) => {
+                let f = Arc::new(Failure {
+                    op: b.name.to_string(),
+                    op_seq: b.seq,
+                    kind,
+                    message,
+                });
+                self.failures.lock().push(LogEntry {
+                    failure: f.clone(),
+                    reported: false,
+                    tainted: b.writes.clone(),
+                });
+                Some(f)
+            }
+            Outcome::Skipped(f) => {
+                if !b.writes.is_empty() {
+                    let mut log = self.failures.lock();
+                    if let Some(e) = log.iter_mut().find(|e| Arc::ptr_eq(&e.failure, &f)) {
+                        e.tainted.extend(b.writes.iter().cloned());
+                    }
+                }
+                Some(f)
+            }
+        };
+        let mut ready = ReadyList::new();
+        for v in &b.reads {
+            v.complete_read(&mut ready);
+        }
+        for v in &b.writes {
+            v.complete_write(failure.as_ref(), b.bump_version, &mut ready);
+        }
+        if let Some(signal) = &b.signal {
+            signal.set(match &failure {
+                None => Ok(()),
+                Some(f) => Err(f.clone()),
+            });
+        }
+        // SAFETY: every var has released the op and no queue names it any
+        // more, so this thread holds the only pointer: rebuild the box.
+        let mut block = unsafe { Box::from_raw(op.0.as_ptr()) };
+        block.reset();
+        let _ = self.blocks.push(block);
+        if self.pending.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.idle_waiters.load(Ordering::SeqCst) > 0
+        {
+            let _g = self.idle_lock.lock();
+            self.idle_cv.notify_all();
+        }
+        ready
+    }
+
+    /// Completion of an async op from its handle, on any thread.
+    pub(crate) fn finish_async(&self, op: OpPtr, result: Result<(), (FailureKind, String)>) {
+        let outcome = match result {
+            Ok(()) => Outcome::Ok,
+            Err((kind, msg)) => Outcome::Failed(kind, msg),
+        };
+        let ready = self.complete(op, outcome);
+        self.executor().dispatch_all(self, ready, None);
+    }
+
+    pub(crate) fn dispatch_all(
+        &self,
+        ready: ReadyList,
+        local: Option<super::executor::LocalSlot<'_>>,
+    ) {
+        self.executor().dispatch_all(self, ready, local);
+    }
+
+    // ------------------------------------------------------------------
+    // Waits
+    // ------------------------------------------------------------------
+
+    pub(crate) fn check_blocking(&self, call: &'static str) -> Result<(), EngineError> {
+        if CURRENT_ENGINE.with(|c| c.get()) == self.id {
+            return Err(EngineError::WaitFromWorker { call });
+        }
+        Ok(())
+    }
+
+    /// True when the calling thread is running an op body of this engine.
+    pub(crate) fn on_own_thread(&self) -> bool {
+        CURRENT_ENGINE.with(|c| c.get()) == self.id
+    }
+
+    /// Waits for the var's pending writes (and reads, for `to_write`), then
+    /// reports and clears its failure.
+    pub(crate) fn wait_var(&self, var: &Var, to_write: bool) -> Result<(), EngineError> {
+        let call = if to_write {
+            "wait_to_write"
+        } else {
+            "wait_for_var"
+        };
+        self.check_blocking(call)?;
+        let id = var.inner.id;
+        if id.engine != self.id {
+            return Err(EngineError::ForeignVar {
+                var: id,
+                var_engine: id.engine,
+                engine: self.id,
+            });
+        }
+        if !var.inner.is_idle(to_write) {
+            let signal = Arc::new(Signal::new());
+            let mut desc = OpDesc::new(call).property(Property::NoSkip);
+            desc = if to_write {
+                desc.writes(var)
+            } else {
+                desc.reads(var)
+            };
+            // Deleted vars may still be waited on (to see the deletion finish).
+            self.push(desc, Body::Empty, Some(signal.clone()), true)?;
+            let _ = signal.wait();
+        }
+        match var.inner.take_failure() {
+            None => Ok(()),
+            Some(f) => {
+                self.mark_reported(&f);
+                Err(EngineError::OpFailed(f))
+            }
+        }
+    }
+
+    pub(crate) fn mark_reported(&self, f: &Arc<Failure>) {
+        let mut log = self.failures.lock();
+        if let Some(e) = log.iter_mut().find(|e| Arc::ptr_eq(&e.failure, f)) {
+            e.reported = true;
+        }
+    }
+
+    /// Blocks until no op is pending.
+    fn wait_idle(&self) -> Result<(), EngineError> {
+        if self.pending.load(Ordering::SeqCst) == 0 {
+            return Ok(());
+        }
+        self.idle_waiters.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut g = self.idle_lock.lock();
+            while self.pending.load(Ordering::SeqCst) != 0 {
+                self.idle_cv.wait(&mut g);
+            }
+        }
+        self.idle_waiters.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Waits for every op pushed so far; reports the first failure no wait
+    /// has reported yet, and leaves every var clean.
+    pub(crate) fn wait_all(&self) -> Result<(), EngineError> {
+        self.check_blocking("wait_for_all")?;
+        self.wait_idle()?;
+        let entries = std::mem::take(&mut *self.failures.lock());
+        let mut first = None;
+        let mut others = 0;
+        for e in entries {
+            for v in &e.tainted {
+                v.clear_failure_if(&e.failure);
+            }
+            if !e.reported {
+                if first.is_none() {
+                    first = Some(e.failure);
+                } else {
+                    others += 1;
+                }
+            }
+        }
+        let _ = others;
+        match first {
+            None => Ok(()),
+            Some(f) => Err(EngineError::OpFailed(f)),
+        }
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    // ------------------------------------------------------------------
+    // Shutdown
+    // ------------------------------------------------------------------
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    /// Waits for all pushed work, refuses new pushes, stops and joins every
+    /// worker thread. Idempotent.
+    pub(crate) fn shutdown(&self) {
+        // Work pushed before (and by ops running during) the wait still runs.
+        let _ = self.wait_idle();
+        self.shut_down.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
+        // Ops pushed by other threads between the wait and the flag.
+        let _ = self.wait_idle();
+        self.executor().stop_and_join();
+    }
+}
+
+/// Runs a body, turning an error or a panic into an outcome.
+fn run_caught(f: impl FnOnce() -> OpResult) -> Outcome {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => Outcome::Ok,
+        Ok(Err(e)) => Outcome::Failed(FailureKind::Error, op_error_message(&e)),
+        Err(payload) => Outcome::Failed(FailureKind::Panic, panic_message(&*payload)),
+    }
+}
+
+pub(crate) fn op_error_message(e: &OpError) -> String {
+    e.message().to_string()
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// Copies the op's vars into the block: writes first (deduplicated), then
+/// reads that are not written (deduplicated) — rule 2.
+fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super::op::VarList<'_>) {
+    let total = reads.len() + writes.len();
+    writes.for_each(|v| block.writes.push(v.inner.clone()));
+    reads.for_each(|v| block.reads.push(v.inner.clone()));
+    if total <= 1 {
+        return;
+    }
+    let key = |v: &Arc<VarInner>| Arc::as_ptr(v) as usize;
+    if total <= 16 {
+        dedup_small(&mut block.writes, key);
+        let writes = &block.writes;
+        block
+            .reads
+            .retain(|r| !writes.iter().any(|w| Arc::ptr_eq(w, r)));
+        dedup_small(&mut block.reads, key);
+    } else {
+        block.writes.sort_unstable_by_key(key);
+        block.writes.dedup_by_key(|v| key(v));
+        block.reads.sort_unstable_by_key(key);
+        block.reads.dedup_by_key(|v| key(v));
+        let writes = &block.writes;
+        block
+            .reads
+            .retain(|r| writes.binary_search_by_key(&key(r), key).is_err());
+    }
+}
+
+fn dedup_small(v: &mut Vec<Arc<VarInner>>, key: impl Fn(&Arc<VarInner>) -> usize) {
+    let mut i = 1;
+    while i < v.len() {
+        if v[..i].iter().any(|x| key(x) == key(&v[i])) {
+            v.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+}

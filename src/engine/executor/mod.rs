@@ -1,0 +1,109 @@
+//! Executors: where a ready op runs. One file per executor behind one enum.
+//!
+//! * [`naive`]: every op runs inline on the thread that made it ready (the
+//!   pushing thread, or the thread that completed an async op) — for debugging.
+//! * [`pooled`]: one shared worker pool plus an IO pool for copies.
+//! * [`per_device`]: per-device pools (CPU, each simulated GPU), a CPU
+//!   priority pool served highest priority first, copy pools; async and
+//!   deletion ops run inline.
+//!
+//! The engine's own wait ops (empty bodies that only signal a blocked caller)
+//! run inline under every executor: a worker hop would only add latency.
+
+mod inline;
+pub(crate) mod naive;
+pub(crate) mod per_device;
+mod pool;
+pub(crate) mod pooled;
+mod sleep;
+
+pub(crate) use pool::LocalSlot;
+use pool::WorkerPool;
+
+use crate::sync::Arc;
+
+use super::core::Core;
+use super::error::EngineError;
+use super::op::{OpBlock, OpPtr};
+use super::ready::ReadyList;
+use super::EngineKind;
+
+/// Where one op goes.
+pub(crate) enum Route<'a> {
+    Inline,
+    Pool(&'a WorkerPool),
+}
+
+pub(crate) enum Executor {
+    Naive,
+    Pooled(pooled::Pooled),
+    PerDevice(per_device::PerDevice),
+}
+
+impl Executor {
+    pub(crate) fn start(core: &Arc<Core>) -> Result<Executor, EngineError> {
+        Ok(match core.config.kind {
+            EngineKind::Naive => Executor::Naive,
+            EngineKind::Pooled => Executor::Pooled(pooled::Pooled::start(core)?),
+            EngineKind::PerDevice => Executor::PerDevice(per_device::PerDevice::start(core)?),
+        })
+    }
+
+    fn route(&self, b: &OpBlock) -> Route<'_> {
+        if !b.bump_version {
+            return Route::Inline;
+        }
+        match self {
+            Executor::Naive => Route::Inline,
+            Executor::Pooled(p) => p.route(b),
+            Executor::PerDevice(p) => p.route(b),
+        }
+    }
+
+    /// Sends a ready op where it runs.
+    pub(crate) fn dispatch(&self, core: &Core, op: OpPtr, local: Option<&mut LocalSlot<'_>>) {
+        // SAFETY: the caller owns the ready op; it is live until it completes.
+        let b = unsafe { op.get() };
+        match self.route(b) {
+            Route::Inline => inline::run(core, op),
+            Route::Pool(pool) => match local {
+                Some(slot)
+                    if slot.next.is_none()
+                        && std::ptr::eq(slot.pool, &*pool.shared)
+                        && slot.pool.slot_allowed() =>
+                {
+                    *slot.next = Some(op);
+                }
+                _ => pool.shared.push(op),
+            },
+        }
+    }
+
+    pub(crate) fn dispatch_all(
+        &self,
+        core: &Core,
+        mut ready: ReadyList,
+        mut local: Option<LocalSlot<'_>>,
+    ) {
+        while let Some(op) = ready.pop() {
+            self.dispatch(core, op, local.as_mut());
+        }
+    }
+
+    pub(crate) fn stop_and_join(&self) {
+        match self {
+            Executor::Naive => {}
+            Executor::Pooled(p) => p.stop_and_join(),
+            Executor::PerDevice(p) => p.stop_and_join(),
+        }
+    }
+
+    /// Worker threads per pool, for reports: `(pool name, threads)`.
+    pub(crate) fn pools(&self) -> Vec<(String, usize)> {
+        match self {
+            Executor::Naive => Vec::new(),
+            Executor::Pooled(p) => p.pools(),
+            Executor::PerDevice(p) => p.pools(),
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! A pool of worker threads with a FIFO for ordinary ops and a priority heap.
+//!
+//! # Dispatch
+//!
+//! Priority-0 ops go to a global FIFO (crossbeam's injector) from which
+//! workers take batches into their own deques, stealing from each other when
+//! both run dry. Ops with another priority — or every op, in a pool that
+//! serves all by priority — go to a heap ordered by priority, then push order.
+//! A worker looks at the heap first for positive priorities, then at the FIFOs,
+//! then at the heap again for negative ones: so ready ops run highest
+//! priority first (rule 8), and the common case never takes a lock.
+//!
+//! A worker that completes an op which makes exactly the next op of the same
+//! pool ready keeps it in a one-op *next slot* and runs it without queueing
+//! (as tokio's LIFO slot does): a chain of dependent ops stays on one warm
+//! worker. The slot is used only while the heap is empty, so it never runs a
+//! low-priority op ahead of a queued higher one.
+
+use std::collections::BinaryHeap;
+
+use crate::sync::deque::{Injector, Steal, Stealer, Worker};
+use crate::sync::{thread, Arc, AtomicBool, AtomicUsize, Backoff, Mutex, Ordering};
+
+use super::super::core::Core;
+use super::super::error::EngineError;
+use super::super::op::OpPtr;
+use super::sleep::Sleep;
+
+struct PrioEntry {
+    priority: i32,
+    seq: u64,
+    op: OpPtr,
+}
+
+impl PartialEq for PrioEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.priority == other.priority && self.seq == other.seq
+    }
+}
+impl Eq for PrioEntry {}
+impl PartialOrd for PrioEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for PrioEntry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Max-heap: higher priority first, then earlier push first.
+        self.priority
+            .cmp(&other.priority)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+/// State shared by a pool's workers and the threads that dispatch to it.
+pub(crate) struct PoolShared {
+    pub(crate) name: String,
+    injector: Injector<OpPtr>,
+    stealers: Vec<Stealer<OpPtr>>,
+    prio: Mutex<BinaryHeap<PrioEntry>>,
+    prio_len: AtomicUsize,
+    by_priority: bool,
+    sleep: Sleep,
+    shutdown: AtomicBool,
+}
+
+impl PoolShared {
+    /// Queues a ready op.
+    pub(crate) fn push(&self, op: OpPtr) {
+        // SAFETY: a ready op is live until it completes, which needs a worker
+        // to take it from this queue first.
+        let b = unsafe { op.get() };
+        if self.by_priority || b.priority != 0 {
+            self.prio.lock().push(PrioEntry {
+                priority: b.priority,
+                seq: b.seq,
+                op,
+            });
+            self.prio_len.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.injector.push(op);
+        }
+        self.sleep.notify();
+    }
+
+    /// True when the next slot may be used (see the module docs).
+    pub(crate) fn slot_allowed(&self) -> bool {
+        self.prio_len.load(Ordering::Relaxed) == 0
+    }
+
+    fn pop_prio(&self, only_positive: bool) -> Option<OpPtr> {
+        let mut heap = self.prio.lock();
+        match heap.peek() {
+            Some(e) if !only_positive || e.priority > 0 => {
+                let e = heap.pop().expect("peeked");
+                self.prio_len.fetch_sub(1, Ordering::SeqCst);
+                Some(e.op)
+            }
+            _ => None,
+        }
+    }
+
+    fn find(&self, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
+        if self.prio_len.load(Ordering::Acquire) > 0 {
+            if let Some(op) = self.pop_prio(!self.by_priority) {
+                return Some(op);
+            }
+        }
+        if let Some(op) = local.pop() {
+            return Some(op);
+        }
+        loop {
+            match self.injector.steal_batch_and_pop(local) {
+                Steal::Success(op) => return Some(op),
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+        for (i, s) in self.stealers.iter().enumerate() {
+            if i == index {
+                continue;
+            }
+            loop {
+                match s.steal_batch_and_pop(local) {
+                    Steal::Success(op) => return Some(op),
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
+            }
+        }
+        if self.prio_len.load(Ordering::Acquire) > 0 {
+            return self.pop_prio(false);
+        }
+        None
+    }
+
+    fn has_work(&self) -> bool {
+        self.prio_len.load(Ordering::SeqCst) > 0
+            || !self.injector.is_empty()
+            || self.stealers.iter().any(|s| !s.is_empty())
+    }
+}
+
+/// A started pool: its shared state and its threads.
+pub(crate) struct WorkerPool {
+    pub(crate) shared: Arc<PoolShared>,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+}
+
+impl WorkerPool {
+    /// Starts `workers` threads named `<name>-<i>`.
+    pub(crate) fn start(
+        core: &Arc<Core>,
+        name: &str,
+        workers: usize,
+        by_priority: bool,
+    ) -> Result<WorkerPool, EngineError> {
+        let workers = workers.max(1);
+        let locals: Vec<Worker<OpPtr>> = (0..workers).map(|_| Worker::new_fifo()).collect();
+        let shared = Arc::new(PoolShared {
+            name: name.to_string(),
+            injector: Injector::new(),
+            stealers: locals.iter().map(|w| w.stealer()).collect(),
+            prio: Mutex::new(BinaryHeap::new()),
+            prio_len: AtomicUsize::new(0),
+            by_priority,
+            sleep: Sleep::new(),
+            shutdown: AtomicBool::new(false),
+        });
+        let pool = WorkerPool {
+            shared: shared.clone(),
+            threads: Mutex::new(Vec::with_capacity(workers)),
+        };
+        for (index, local) in locals.into_iter().enumerate() {
+            let thread_name = format!("depengine-{name}-{index}");
+            let core = core.clone();
+            let shared = shared.clone();
+            match thread::spawn_named(thread_name.clone(), move || {
+                worker_main(core, shared, local, index)
+            }) {
+                Ok(h) => pool.threads.lock().push(h),
+                Err(e) => {
+                    pool.stop_and_join();
+                    return Err(EngineError::Spawn {
+                        thread: thread_name,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(pool)
+    }
+
+    /// Number of worker threads.
+    pub(crate) fn len(&self) -> usize {
+        self.shared.stealers.len()
+    }
+
+    /// Stops the workers once their queues are empty and joins them.
+    pub(crate) fn stop_and_join(&self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.sleep.wake_all();
+        let handles = std::mem::take(&mut *self.threads.lock());
+        for h in handles {
+            // A worker never unwinds (user panics are caught at the op
+            // boundary, bookkeeping panics abort), so join cannot fail.
+            let _ = h.join();
+        }
+    }
+}
+
+/// A worker's view of its own pool, for the next slot.
+pub(crate) struct LocalSlot<'a> {
+    pub(crate) pool: &'a PoolShared,
+    pub(crate) next: &'a mut Option<OpPtr>,
+}
+
+fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, index: usize) {
+    let mut next: Option<OpPtr> = None;
+    loop {
+        let op = match next.take() {
+            Some(op) => op,
+            None => match shared.find(&local, index) {
+                Some(op) => op,
+                None => match search(&shared, &local, index) {
+                    Some(op) => op,
+                    None => {
+                        if shared.shutdown.load(Ordering::SeqCst) && !shared.has_work() {
+                            return;
+                        }
+                        continue;
+                    }
+                },
+            },
+        };
+        let ready = core.execute(op, Some(index));
+        if !ready.is_empty() {
+            core.dispatch_all(
+                ready,
+                Some(LocalSlot {
+                    pool: &shared,
+                    next: &mut next,
+                }),
+            );
+        }
+    }
+}
+
+/// Spins for work, then sleeps; `None` after a sleep (the caller loops).
+fn search(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
+    shared.sleep.start_searching();
+    let mut backoff = Backoff::new();
+    loop {
+        if let Some(op) = shared.find(local, index) {
+            shared.sleep.stop_searching();
+            if shared.has_work() {
+                shared.sleep.notify();
+            }
+            return Some(op);
+        }
+        if backoff.is_completed() || shared.shutdown.load(Ordering::Relaxed) {
+            break;
+        }
+        backoff.snooze();
+    }
+    shared.sleep.stop_searching();
+    shared
+        .sleep
+        .sleep(|| shared.has_work() || shared.shutdown.load(Ordering::SeqCst));
+    None
+}

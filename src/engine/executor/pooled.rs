@@ -1,0 +1,48 @@
+//! The pooled executor: one pool of workers shared by every context, plus an
+//! IO pool for copy ops (MXNet's `ThreadedEnginePooled`).
+
+use crate::sync::Arc;
+
+use super::super::core::Core;
+use super::super::error::EngineError;
+use super::super::op::{OpBlock, Property};
+use super::{Route, WorkerPool};
+
+pub(crate) struct Pooled {
+    workers: WorkerPool,
+    io: WorkerPool,
+}
+
+impl Pooled {
+    pub(crate) fn start(core: &Arc<Core>) -> Result<Self, EngineError> {
+        let c = &core.config;
+        let workers = WorkerPool::start(core, "worker", c.cpu_workers, false)?;
+        let io = match WorkerPool::start(core, "io", c.copy_workers, false) {
+            Ok(io) => io,
+            Err(e) => {
+                workers.stop_and_join();
+                return Err(e);
+            }
+        };
+        Ok(Pooled { workers, io })
+    }
+
+    pub(super) fn route(&self, b: &OpBlock) -> Route<'_> {
+        match b.property {
+            Property::CopyToDevice | Property::CopyFromDevice => Route::Pool(&self.io),
+            _ => Route::Pool(&self.workers),
+        }
+    }
+
+    pub(super) fn stop_and_join(&self) {
+        self.workers.stop_and_join();
+        self.io.stop_and_join();
+    }
+
+    pub(super) fn pools(&self) -> Vec<(String, usize)> {
+        [&self.workers, &self.io]
+            .iter()
+            .map(|p| (p.shared.name.clone(), p.len()))
+            .collect()
+    }
+}

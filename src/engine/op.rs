@@ -1,0 +1,396 @@
+//! Op descriptions (what a user pushes) and op blocks (what the engine keeps
+//! for a pushed op until it completes).
+
+use std::borrow::Cow;
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::ptr::NonNull;
+
+use crate::sync::{Arc, AtomicUsize};
+
+use super::completion::Completion;
+use super::core::Signal;
+use super::error::OpError;
+use super::var::{Var, VarInner};
+
+/// What an op body returns.
+pub type OpResult = Result<(), OpError>;
+
+/// Where an op runs.
+///
+/// `Gpu(id)` devices are simulated: each has its own worker pool and copy pool
+/// under the per-device executor, so device-parallel programs can be modelled
+/// on a CPU-only machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Context {
+    /// CPU device `id` (all CPU ids share the CPU pools).
+    Cpu(u32),
+    /// Simulated GPU device `id`.
+    Gpu(u32),
+    /// CPU memory pinned for transfers to and from devices (runs on the CPU pools).
+    CpuPinned(u32),
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context::Cpu(0)
+    }
+}
+
+impl Context {
+    /// The simulated GPU id, if this is a GPU context.
+    pub fn gpu_id(self) -> Option<u32> {
+        match self {
+            Context::Gpu(id) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Context::Cpu(id) => write!(f, "cpu({id})"),
+            Context::Gpu(id) => write!(f, "gpu({id})"),
+            Context::CpuPinned(id) => write!(f, "cpu_pinned({id})"),
+        }
+    }
+}
+
+/// The kind of an op, which decides the pool that runs it (as MXNet's
+/// `FnProperty`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Property {
+    /// An ordinary computation.
+    #[default]
+    Normal,
+    /// A copy from the CPU to a device: runs on the device's copy workers.
+    CopyToDevice,
+    /// A copy from a device to the CPU: runs on the device's copy workers.
+    CopyFromDevice,
+    /// A CPU op served by the priority pool, highest priority first.
+    CpuPrioritized,
+    /// An op whose body only starts work elsewhere; the per-device executor
+    /// may run it inline on the thread that made it ready.
+    Async,
+    /// A deletion op (pushed by `delete_var`); always runs, may run inline.
+    DeleteVar,
+    /// Runs even when a var it reads or writes has failed.
+    NoSkip,
+}
+
+impl Property {
+    /// True when the op runs even if its inputs failed.
+    pub(crate) fn never_skipped(self) -> bool {
+        matches!(self, Property::NoSkip | Property::DeleteVar)
+    }
+}
+
+/// A list of vars an op reads or writes, borrowed for the duration of the push.
+///
+/// Built from `&[Var]`, `&[&Var]`, `&Vec<Var>` or arrays of either, so pushing
+/// allocates nothing.
+#[derive(Clone, Copy)]
+pub struct VarList<'a>(VarListInner<'a>);
+
+#[derive(Clone, Copy)]
+enum VarListInner<'a> {
+    Owned(&'a [Var]),
+    Refs(&'a [&'a Var]),
+}
+
+impl<'a> VarList<'a> {
+    /// The empty list.
+    pub const EMPTY: VarList<'static> = VarList(VarListInner::Owned(&[]));
+
+    pub(crate) fn len(&self) -> usize {
+        match self.0 {
+            VarListInner::Owned(v) => v.len(),
+            VarListInner::Refs(v) => v.len(),
+        }
+    }
+
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&'a Var)) {
+        match self.0 {
+            VarListInner::Owned(v) => v.iter().for_each(f),
+            VarListInner::Refs(v) => v.iter().for_each(|v| f(v)),
+        }
+    }
+}
+
+impl<'a> From<&'a [Var]> for VarList<'a> {
+    fn from(v: &'a [Var]) -> Self {
+        VarList(VarListInner::Owned(v))
+    }
+}
+impl<'a> From<&'a Vec<Var>> for VarList<'a> {
+    fn from(v: &'a Vec<Var>) -> Self {
+        VarList(VarListInner::Owned(v))
+    }
+}
+impl<'a, const N: usize> From<&'a [Var; N]> for VarList<'a> {
+    fn from(v: &'a [Var; N]) -> Self {
+        VarList(VarListInner::Owned(v))
+    }
+}
+impl<'a> From<&'a [&'a Var]> for VarList<'a> {
+    fn from(v: &'a [&'a Var]) -> Self {
+        VarList(VarListInner::Refs(v))
+    }
+}
+impl<'a> From<&'a Vec<&'a Var>> for VarList<'a> {
+    fn from(v: &'a Vec<&'a Var>) -> Self {
+        VarList(VarListInner::Refs(v))
+    }
+}
+impl<'a, const N: usize> From<&'a [&'a Var; N]> for VarList<'a> {
+    fn from(v: &'a [&'a Var; N]) -> Self {
+        VarList(VarListInner::Refs(v))
+    }
+}
+impl<'a> From<&'a Var> for VarList<'a> {
+    fn from(v: &'a Var) -> Self {
+        VarList(VarListInner::Owned(std::slice::from_ref(v)))
+    }
+}
+
+/// Description of an op to push: name, vars read and written, context,
+/// property and priority. Cheap to build; borrows its var lists.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, OpDesc, Property};
+/// let engine = Engine::builder().build().unwrap();
+/// let (a, b) = (engine.new_var(), engine.new_var());
+/// let desc = OpDesc::new("copy a to b")
+///     .reads(&[&a])
+///     .writes(&[&b])
+///     .property(Property::Normal)
+///     .priority(3);
+/// engine.push(desc, |_| Ok(())).unwrap();
+/// engine.wait_for_all().unwrap();
+/// assert_eq!((a.version(), b.version()), (0, 1));
+/// ```
+#[derive(Clone)]
+pub struct OpDesc<'a> {
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) reads: VarList<'a>,
+    pub(crate) writes: VarList<'a>,
+    pub(crate) context: Context,
+    pub(crate) property: Property,
+    pub(crate) priority: i32,
+}
+
+impl<'a> OpDesc<'a> {
+    /// An op named `name` that reads and writes nothing, on `cpu(0)`, normal
+    /// property, priority 0.
+    pub fn new(name: impl Into<Cow<'static, str>>) -> Self {
+        OpDesc {
+            name: name.into(),
+            reads: VarList::EMPTY,
+            writes: VarList::EMPTY,
+            context: Context::Cpu(0),
+            property: Property::Normal,
+            priority: 0,
+        }
+    }
+
+    /// Vars the op reads (replaces any earlier list).
+    pub fn reads(mut self, vars: impl Into<VarList<'a>>) -> Self {
+        self.reads = vars.into();
+        self
+    }
+
+    /// Vars the op writes (replaces any earlier list).
+    pub fn writes(mut self, vars: impl Into<VarList<'a>>) -> Self {
+        self.writes = vars.into();
+        self
+    }
+
+    /// Where the op runs.
+    pub fn context(mut self, context: Context) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The op's kind.
+    pub fn property(mut self, property: Property) -> Self {
+        self.property = property;
+        self
+    }
+
+    /// Priority among ready ops of the same pool: higher runs first.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The op's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Debug for OpDesc<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpDesc")
+            .field("name", &self.name)
+            .field("reads", &self.reads.len())
+            .field("writes", &self.writes.len())
+            .field("context", &self.context)
+            .field("property", &self.property)
+            .field("priority", &self.priority)
+            .finish()
+    }
+}
+
+/// What a running op body can see about itself.
+pub struct OpCtx<'a> {
+    pub(crate) block: &'a OpBlock,
+    pub(crate) worker: Option<usize>,
+}
+
+impl OpCtx<'_> {
+    /// The op's name.
+    pub fn name(&self) -> &str {
+        &self.block.name
+    }
+
+    /// The op's context.
+    pub fn context(&self) -> Context {
+        self.block.context
+    }
+
+    /// The op's priority.
+    pub fn priority(&self) -> i32 {
+        self.block.priority
+    }
+
+    /// Engine-wide push sequence number of this op.
+    pub fn seq(&self) -> u64 {
+        self.block.seq
+    }
+
+    /// Index of the worker running the op within its pool, or `None` when it
+    /// runs inline on a pushing or completing thread.
+    pub fn worker(&self) -> Option<usize> {
+        self.worker
+    }
+
+    /// True when the op declared `var` among the vars it reads (and not writes).
+    pub fn declares_read(&self, var: &Var) -> bool {
+        self.block.reads.iter().any(|v| Arc::ptr_eq(v, &var.inner))
+    }
+
+    /// True when the op declared `var` among the vars it writes.
+    pub fn declares_write(&self, var: &Var) -> bool {
+        self.block.writes.iter().any(|v| Arc::ptr_eq(v, &var.inner))
+    }
+}
+
+pub(crate) type SyncBody = Box<dyn FnOnce(&OpCtx<'_>) -> OpResult + Send>;
+pub(crate) type AsyncBody = Box<dyn FnOnce(&OpCtx<'_>, Completion) + Send>;
+pub(crate) type SharedBody = Arc<dyn Fn(&OpCtx<'_>) -> OpResult + Send + Sync>;
+
+/// The body of an op, taken out of the block when it runs.
+pub(crate) enum Body {
+    /// Nothing to run (a recycled block, or a body already taken).
+    Empty,
+    /// Returns its result.
+    Sync(SyncBody),
+    /// Completes through a [`Completion`].
+    Async(AsyncBody),
+    /// A reusable operator's body.
+    Shared(SharedBody),
+}
+
+/// What the engine keeps for a pushed op.
+///
+/// Lifecycle: taken from the engine's block pool by the pushing thread, which
+/// fills every field, then published into the queues of its vars. From then on
+/// the plain fields are read-only until the op completes; `body` and `poisoned`
+/// belong to the one thread that brought `wait` to zero (it runs the op).
+/// After completion the block goes back to the pool.
+pub(crate) struct OpBlock {
+    /// Dependencies still missing, plus one guard held by the pusher while it
+    /// appends the op to its vars (so the op cannot start before every var has it).
+    pub(crate) wait: AtomicUsize,
+    pub(crate) seq: u64,
+    pub(crate) name: Cow<'static, str>,
+    /// Vars read and not written, deduplicated.
+    pub(crate) reads: Vec<Arc<VarInner>>,
+    /// Vars written, deduplicated.
+    pub(crate) writes: Vec<Arc<VarInner>>,
+    pub(crate) context: Context,
+    pub(crate) property: Property,
+    pub(crate) priority: i32,
+    /// Internal waits that write a var without counting as a write.
+    pub(crate) bump_version: bool,
+    pub(crate) body: UnsafeCell<Body>,
+    /// Met a deleted var at push time: fails instead of running.
+    pub(crate) poisoned: UnsafeCell<bool>,
+    /// Told the outcome when the op completes.
+    pub(crate) signal: Option<Arc<Signal>>,
+}
+
+impl OpBlock {
+    pub(crate) fn empty() -> Self {
+        OpBlock {
+            wait: AtomicUsize::new(0),
+            seq: 0,
+            name: Cow::Borrowed(""),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            context: Context::Cpu(0),
+            property: Property::Normal,
+            priority: 0,
+            bump_version: true,
+            body: UnsafeCell::new(Body::Empty),
+            poisoned: UnsafeCell::new(false),
+            signal: None,
+        }
+    }
+
+    /// Drops everything the op held; keeps the vectors' capacity for reuse.
+    pub(crate) fn reset(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        *self.body.get_mut() = Body::Empty;
+        *self.poisoned.get_mut() = false;
+        self.signal = None;
+        self.name = Cow::Borrowed("");
+    }
+}
+
+/// A pointer to a live op block, passed between threads through var queues
+/// and worker queues.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OpPtr(pub(crate) NonNull<OpBlock>);
+
+// SAFETY: an `OpPtr` is only a name for a block; the protocol in `core.rs`
+// guarantees that the mutable parts of the block are touched by one thread at a
+// time (the one that brought `wait` to zero), and `OpBlock`'s shared parts are
+// `Sync` data (atomics, read-only fields). Moving the pointer to another thread
+// is how an op travels from the pushing thread to a worker.
+unsafe impl Send for OpPtr {}
+
+impl OpPtr {
+    /// Shared access to the block.
+    ///
+    /// # Safety
+    ///
+    /// The block must still be live: pushed and not yet recycled. That holds
+    /// from the push until the completing thread hands it back to the pool.
+    pub(crate) unsafe fn get<'a>(self) -> &'a OpBlock {
+        // SAFETY: the caller guarantees the block is live (see above); blocks
+        // are boxed and never move while live.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl fmt::Debug for OpPtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OpPtr({:p})", self.0)
+    }
+}

@@ -1,0 +1,404 @@
+//! Engine semantics on every executor: ordering, versions, waits, deletion,
+//! operators, priorities, diagnostics and configuration.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use depengine::{Context, Engine, EngineKind, OpDesc, Property};
+
+fn engines() -> Vec<Engine> {
+    let mut v = Vec::new();
+    for kind in [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice] {
+        for workers in [1, 2, 4] {
+            if kind == EngineKind::Naive && workers > 1 {
+                continue;
+            }
+            v.push(
+                Engine::builder()
+                    .kind(kind)
+                    .cpu_workers(workers)
+                    .gpus(1)
+                    .build()
+                    .unwrap(),
+            );
+        }
+    }
+    v
+}
+
+#[test]
+fn reads_do_not_bump_versions_writes_do() {
+    for engine in engines() {
+        let v = engine.new_var();
+        for _ in 0..10 {
+            engine.push(OpDesc::new("r").reads(&v), |_| Ok(())).unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        assert_eq!(v.version(), 0, "{:?}", engine.kind());
+        for _ in 0..10 {
+            engine
+                .push(OpDesc::new("w").writes(&v), |_| Ok(()))
+                .unwrap();
+        }
+        engine.wait_for_var(&v).unwrap();
+        assert_eq!(v.version(), 10, "{:?}", engine.kind());
+    }
+}
+
+#[test]
+fn writes_to_one_var_run_in_push_order() {
+    for engine in engines() {
+        let v = engine.new_var();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..500 {
+            let log = log.clone();
+            engine
+                .push(OpDesc::new("append").writes(&v), move |_| {
+                    log.lock().unwrap().push(i);
+                    Ok(())
+                })
+                .unwrap();
+        }
+        engine.wait_for_var(&v).unwrap();
+        let log = log.lock().unwrap();
+        assert_eq!(*log, (0..500).collect::<Vec<_>>(), "{:?}", engine.kind());
+    }
+}
+
+#[test]
+fn reads_see_the_write_before_them_and_not_the_one_after() {
+    for engine in engines() {
+        let v = engine.new_var();
+        let cell = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        for round in 1..=50usize {
+            let c = cell.clone();
+            engine
+                .push(OpDesc::new("write").writes(&v), move |_| {
+                    c.store(round, Ordering::Relaxed);
+                    Ok(())
+                })
+                .unwrap();
+            for _ in 0..4 {
+                let (c, s) = (cell.clone(), seen.clone());
+                engine
+                    .push(OpDesc::new("read").reads(&v), move |_| {
+                        s.lock().unwrap().push((round, c.load(Ordering::Relaxed)));
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+        }
+        engine.wait_for_all().unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 200);
+        for &(expected, got) in seen.iter() {
+            assert_eq!(expected, got, "{:?}", engine.kind());
+        }
+    }
+}
+
+#[test]
+fn duplicate_vars_count_once_and_read_write_is_a_write() {
+    for engine in engines() {
+        let v = engine.new_var();
+        engine
+            .push(
+                OpDesc::new("dup").reads(&[&v, &v]).writes(&[&v, &v]),
+                |ctx| {
+                    assert!(ctx.name() == "dup");
+                    Ok(())
+                },
+            )
+            .unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(v.version(), 1);
+    }
+}
+
+#[test]
+fn op_context_reports_declared_access() {
+    for engine in engines() {
+        let (a, b, c) = (engine.new_var(), engine.new_var(), engine.new_var());
+        let (a2, b2, c2) = (a.clone(), b.clone(), c.clone());
+        let r = engine
+            .push_sync(OpDesc::new("ctx").reads(&[&a, &b]).writes(&b), move |ctx| {
+                Ok((
+                    ctx.declares_read(&a2),
+                    ctx.declares_write(&b2),
+                    ctx.declares_read(&b2),
+                    ctx.declares_read(&c2) || ctx.declares_write(&c2),
+                ))
+            })
+            .unwrap();
+        assert_eq!(r, (true, true, false, false));
+    }
+}
+
+#[test]
+fn wait_to_write_waits_for_reads() {
+    for engine in engines() {
+        let v = engine.new_var();
+        let done = Arc::new(AtomicUsize::new(0));
+        for _ in 0..20 {
+            let d = done.clone();
+            engine
+                .push(OpDesc::new("slow read").reads(&v), move |_| {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    d.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                })
+                .unwrap();
+        }
+        engine.wait_to_write(&v).unwrap();
+        assert_eq!(done.load(Ordering::SeqCst), 20, "{:?}", engine.kind());
+        assert_eq!(v.version(), 0, "internal waits are not writes");
+    }
+}
+
+#[test]
+fn delete_var_runs_callback_after_last_op_and_refuses_later_use() {
+    for engine in engines() {
+        let v = engine.new_var();
+        let ops_done = Arc::new(AtomicUsize::new(0));
+        for _ in 0..10 {
+            let d = ops_done.clone();
+            engine
+                .push(OpDesc::new("use").reads(&v), move |_| {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                    d.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                })
+                .unwrap();
+        }
+        let seen_at_delete = Arc::new(AtomicUsize::new(usize::MAX));
+        let (d, s) = (ops_done.clone(), seen_at_delete.clone());
+        let keep = v.clone();
+        engine
+            .delete_var_with(v, move || {
+                s.store(d.load(Ordering::SeqCst), Ordering::SeqCst)
+            })
+            .unwrap();
+        assert!(keep.is_deleted());
+        let err = engine
+            .push(OpDesc::new("late").writes(&keep), |_| Ok(()))
+            .unwrap_err();
+        assert!(err.to_string().contains("deleted"), "{err}");
+        assert!(err.to_string().contains("late"), "{err}");
+        engine.wait_for_all().unwrap();
+        assert_eq!(seen_at_delete.load(Ordering::SeqCst), 10);
+        let again = engine.delete_var(keep).unwrap_err();
+        assert!(again.to_string().contains("deleted"));
+    }
+}
+
+#[test]
+fn vars_of_another_engine_are_refused() {
+    let a = Engine::builder().kind(EngineKind::Naive).build().unwrap();
+    let b = Engine::builder().kind(EngineKind::Pooled).build().unwrap();
+    let v = a.new_var();
+    let err = b.push(OpDesc::new("x").reads(&v), |_| Ok(())).unwrap_err();
+    assert!(
+        matches!(err, depengine::EngineError::ForeignVar { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("another engine"));
+    assert!(b.wait_for_var(&v).is_err());
+    // Nothing was pushed: the engine is still clean.
+    assert_eq!(b.pending(), 0);
+    b.wait_for_all().unwrap();
+}
+
+#[test]
+fn unknown_gpu_is_an_error() {
+    let e = Engine::builder().gpus(1).build().unwrap();
+    let err = e
+        .push(OpDesc::new("k").context(Context::Gpu(3)), |_| Ok(()))
+        .unwrap_err();
+    assert!(err.to_string().contains("gpu(3)"), "{err}");
+    e.push(OpDesc::new("k").context(Context::Gpu(0)), |_| Ok(()))
+        .unwrap();
+    e.wait_for_all().unwrap();
+}
+
+#[test]
+fn operators_push_many_times_and_delete_after_their_pushes() {
+    for engine in engines() {
+        let v = engine.new_var();
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        let op = engine
+            .new_operator(OpDesc::new("inc").writes(&v), move |_| {
+                c.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        for _ in 0..100 {
+            engine.push_operator(&op, 0).unwrap();
+        }
+        engine.delete_operator(op).unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 100);
+        assert_eq!(v.version(), 100, "deleting the operator is not a write");
+    }
+}
+
+#[test]
+fn priority_pool_runs_highest_priority_first() {
+    let engine = Engine::builder()
+        .kind(EngineKind::PerDevice)
+        .cpu_priority_workers(1)
+        .build()
+        .unwrap();
+    let gate = engine.new_var();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    // Hold the single priority worker until every op below is queued.
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = Mutex::new(rx);
+    engine
+        .push(
+            OpDesc::new("gate")
+                .writes(&gate)
+                .property(Property::CpuPrioritized),
+            move |_| {
+                rx.lock().unwrap().recv().unwrap();
+                Ok(())
+            },
+        )
+        .unwrap();
+    for p in [1, 5, -3, 9, 0, 5] {
+        let o = order.clone();
+        engine
+            .push(
+                OpDesc::new("p")
+                    .property(Property::CpuPrioritized)
+                    .priority(p),
+                move |_| {
+                    o.lock().unwrap().push(p);
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+    // Let the queue fill: the gate op holds the only worker.
+    while engine.pending() < 7 {
+        std::thread::yield_now();
+    }
+    tx.send(()).unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(*order.lock().unwrap(), vec![9, 5, 5, 1, 0, -3]);
+}
+
+#[test]
+fn env_config_names_the_bad_variable() {
+    use std::collections::HashMap;
+    let mut vars = HashMap::new();
+    vars.insert("DEPENGINE_CPU_WORKERS".to_string(), "many".to_string());
+    let err = Engine::builder().env_from(&vars).unwrap_err();
+    assert!(err.to_string().contains("DEPENGINE_CPU_WORKERS"), "{err}");
+    let mut vars = HashMap::new();
+    vars.insert("DEPENGINE_ENGINE_TYPE".to_string(), "turbo".to_string());
+    let err = Engine::builder().env_from(&vars).unwrap_err();
+    assert!(err.to_string().contains("DEPENGINE_ENGINE_TYPE"), "{err}");
+    let mut vars = HashMap::new();
+    vars.insert(
+        "DEPENGINE_ENGINE_TYPE".to_string(),
+        "ThreadedEnginePerDevice".to_string(),
+    );
+    vars.insert("DEPENGINE_CPU_WORKERS".to_string(), "3".to_string());
+    let e = Engine::builder().env_from(&vars).unwrap().build().unwrap();
+    assert_eq!(e.kind(), EngineKind::PerDevice);
+    assert_eq!(e.pools()[0], ("cpu".to_string(), 3));
+}
+
+#[test]
+fn diagnostics_name_the_blocked_ops() {
+    let engine = Engine::builder().kind(EngineKind::Pooled).build().unwrap();
+    let a = engine.new_named_var("weights");
+    let b = engine.new_var();
+    engine
+        .push_async(OpDesc::new("never yet").writes(&a), move |_, done| {
+            // Completed below, after the report was taken.
+            std::mem::forget(std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                done.done();
+            }));
+        })
+        .unwrap();
+    engine
+        .push(OpDesc::new("blocked").reads(&a).writes(&b), |_| Ok(()))
+        .unwrap();
+    let report = engine.pending_ops();
+    let ra = report.var(a.id()).expect("a has pending work");
+    assert_eq!(ra.name.as_deref(), Some("weights"));
+    assert_eq!(
+        ra.running_write.as_ref().map(|w| w.1.as_str()),
+        Some("never yet")
+    );
+    assert_eq!(ra.queued.len(), 1);
+    assert_eq!(ra.queued[0].name, "blocked");
+    assert_eq!(ra.queued[0].writes, vec![b.id()]);
+    let text = report.to_string();
+    assert!(
+        text.contains("never yet") && text.contains("blocked") && text.contains("weights"),
+        "{text}"
+    );
+    engine.wait_for_all().unwrap();
+    assert!(engine.pending_ops().vars.is_empty());
+}
+
+#[test]
+fn async_ops_completed_from_other_threads() {
+    for engine in engines() {
+        let v = engine.new_var();
+        let sum = Arc::new(AtomicUsize::new(0));
+        for i in 0..200 {
+            let s = sum.clone();
+            engine
+                .push_async(OpDesc::new("async").writes(&v), move |_, done| {
+                    std::thread::spawn(move || {
+                        s.fetch_add(i, Ordering::SeqCst);
+                        done.done();
+                    });
+                })
+                .unwrap();
+        }
+        engine.wait_for_var(&v).unwrap();
+        assert_eq!(sum.load(Ordering::SeqCst), (0..200).sum::<usize>());
+        assert_eq!(v.version(), 200);
+    }
+}
+
+#[test]
+fn copy_and_gpu_ops_run_on_their_pools() {
+    let engine = Engine::builder()
+        .kind(EngineKind::PerDevice)
+        .gpus(2)
+        .build()
+        .unwrap();
+    let names = Arc::new(Mutex::new(Vec::new()));
+    for (ctx, prop) in [
+        (Context::Gpu(1), Property::Normal),
+        (Context::Gpu(0), Property::CopyToDevice),
+        (Context::Cpu(0), Property::Normal),
+        (Context::Cpu(0), Property::CpuPrioritized),
+    ] {
+        let n = names.clone();
+        engine
+            .push_sync(
+                OpDesc::new("where").context(ctx).property(prop),
+                move |_| {
+                    n.lock()
+                        .unwrap()
+                        .push(std::thread::current().name().unwrap_or("").to_string());
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+    let names = names.lock().unwrap();
+    assert!(names[0].starts_with("depengine-gpu1-"), "{names:?}");
+    assert!(names[1].starts_with("depengine-gpu0-copy-"), "{names:?}");
+    assert!(names[2].starts_with("depengine-cpu-"), "{names:?}");
+    assert!(names[3].starts_with("depengine-cpu-priority-"), "{names:?}");
+}
