@@ -99,12 +99,24 @@ struct LogEntry {
     tainted: Vec<Arc<VarInner>>,
 }
 
-/// Aborts the process if bookkeeping panics (see the module docs).
-struct AbortOnPanic;
+/// Aborts the process if bookkeeping panics (see the module docs). Created
+/// while already unwinding (a completion dropped by a panicking body), it
+/// only aborts on a second, nested panic — which Rust aborts on anyway.
+struct AbortOnPanic {
+    unwinding_at_start: bool,
+}
+
+impl AbortOnPanic {
+    fn new() -> Self {
+        AbortOnPanic {
+            unwinding_at_start: std::thread::panicking(),
+        }
+    }
+}
 
 impl Drop for AbortOnPanic {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() && !self.unwinding_at_start {
             eprintln!("depengine: internal panic during op bookkeeping; aborting");
             std::process::abort();
         }
@@ -251,7 +263,7 @@ impl Core {
             return Err(e);
         }
 
-        let _guard = AbortOnPanic;
+        let _guard = AbortOnPanic::new();
         let mut block = self
             .blocks
             .pop()
@@ -368,7 +380,7 @@ impl Core {
 
     /// Completes an op: records its failure, releases its vars, recycles it.
     pub(crate) fn complete(&self, op: OpPtr, outcome: Outcome) -> ReadyList {
-        let _guard = AbortOnPanic;
+        let _guard = AbortOnPanic::new();
         // SAFETY: the completing thread owns the op until it recycles it below.
         let b = unsafe { op.get() };
         let failure = match outcome {
