@@ -37,10 +37,10 @@ pub(crate) fn cpu_count() -> usize {
 // ---------------------------------------------------------------------------
 
 #[cfg(not(loom))]
-pub(crate) use parking_lot::{Condvar, Mutex};
+pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 
 #[cfg(loom)]
-pub(crate) use self::loom_mutex::{Condvar, Mutex};
+pub(crate) use self::loom_mutex::{Condvar, Mutex, MutexGuard};
 
 #[cfg(loom)]
 mod loom_mutex {

@@ -34,7 +34,7 @@ use super::error::{EngineError, Failure, FailureKind, OpError};
 use super::executor::Executor;
 use super::op::{Body, Context, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property};
 use super::ready::ReadyList;
-use super::var::{Var, VarId, VarInner};
+use super::var::{append_all, Var, VarId, VarInner};
 use super::EngineConfig;
 
 engine_thread_local! {
@@ -289,18 +289,11 @@ impl Core {
         // SAFETY: just leaked, live until `complete` recycles it, which cannot
         // happen before the guard below is dropped.
         let b = unsafe { op.get() };
-        let mut granted = 0;
-        let mut after_delete = false;
-        for v in &b.reads {
-            let a = v.append_read(op);
-            granted += a.granted as usize;
-            after_delete |= a.after_delete;
-        }
-        for v in &b.writes {
-            let a = v.append_write(op, deletes);
-            granted += a.granted as usize;
-            after_delete |= a.after_delete;
-        }
+        let (granted, after_delete) = if nvars == 0 {
+            (0, false)
+        } else {
+            append_all(op, &b.reads, &b.writes, deletes)
+        };
         if after_delete && !internal {
             // A concurrent `delete_var` got there first: the op must not touch
             // the var. It still goes through the queues so ordering holds.

@@ -41,7 +41,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 
 use super::error::Failure;
 use super::op::OpPtr;
@@ -188,7 +188,10 @@ impl VarInner {
     }
 
     pub(crate) fn append_read(&self, op: OpPtr) -> Appended {
-        let mut s = self.state.lock();
+        Self::append_read_locked(&mut self.state.lock(), op)
+    }
+
+    fn append_read_locked(s: &mut VarState, op: OpPtr) -> Appended {
         let after_delete = s.deleted;
         let granted = s.writer.is_none() && s.queue.is_empty();
         if granted {
@@ -204,7 +207,10 @@ impl VarInner {
 
     /// Appends a write; `deletes` marks the var deleted for every later append.
     pub(crate) fn append_write(&self, op: OpPtr, deletes: bool) -> Appended {
-        let mut s = self.state.lock();
+        Self::append_write_locked(&mut self.state.lock(), op, deletes)
+    }
+
+    fn append_write_locked(s: &mut VarState, op: OpPtr, deletes: bool) -> Appended {
         let after_delete = s.deleted;
         s.deleted |= deletes;
         let granted = s.writer.is_none() && s.readers == 0 && s.queue.is_empty();
@@ -310,6 +316,74 @@ impl VarInner {
         let s = self.state.lock();
         s.writer.is_none() && s.queue.is_empty() && (!and_reads || s.readers == 0)
     }
+}
+
+/// Appends an op to all its vars at once: every var's lock is taken, in
+/// address order, before the first append and released after the last.
+///
+/// Why: with several pushing threads, appending var by var could queue op X
+/// before Y on one var and Y before X on another — a cycle, so neither would
+/// ever run. Holding all the locks (two-phase locking) makes the appends of
+/// any two ops that share vars happen in one order on every shared var;
+/// taking the locks in address order makes the locking itself deadlock-free.
+/// One-var ops — the common case — take one lock as before.
+///
+/// Returns how many vars granted the op at once, and whether any had been
+/// deleted before.
+pub(crate) fn append_all(
+    op: OpPtr,
+    reads: &[Arc<VarInner>],
+    writes: &[Arc<VarInner>],
+    deletes: bool,
+) -> (usize, bool) {
+    let n = reads.len() + writes.len();
+    if n == 1 {
+        let a = match reads.first() {
+            Some(v) => v.append_read(op),
+            None => writes[0].append_write(op, deletes),
+        };
+        return (a.granted as usize, a.after_delete);
+    }
+    const INLINE: usize = 16;
+    let key = |v: &Arc<VarInner>| Arc::as_ptr(v) as usize;
+    let mut inline_order = [(0usize, false, 0usize); INLINE];
+    let mut spill_order = Vec::new();
+    let order: &mut [(usize, bool, usize)] = if n <= INLINE {
+        &mut inline_order[..n]
+    } else {
+        spill_order.resize(n, (0usize, false, 0usize));
+        &mut spill_order[..]
+    };
+    for (i, v) in reads.iter().enumerate() {
+        order[i] = (key(v), false, i);
+    }
+    for (i, v) in writes.iter().enumerate() {
+        order[reads.len() + i] = (key(v), true, i);
+    }
+    order.sort_unstable_by_key(|o| o.0);
+    let mut guards = Vec::new();
+    let mut inline_guards: [Option<MutexGuard<'_, VarState>>; INLINE] = Default::default();
+    let mut granted = 0;
+    let mut after_delete = false;
+    for (slot, &(_, is_write, i)) in order.iter().enumerate() {
+        let var = if is_write { &writes[i] } else { &reads[i] };
+        let mut g = var.state.lock();
+        let a = if is_write {
+            VarInner::append_write_locked(&mut g, op, deletes)
+        } else {
+            VarInner::append_read_locked(&mut g, op)
+        };
+        granted += a.granted as usize;
+        after_delete |= a.after_delete;
+        if slot < INLINE {
+            inline_guards[slot] = Some(g);
+        } else {
+            guards.push(g);
+        }
+    }
+    drop(guards);
+    drop(inline_guards);
+    (granted, after_delete)
 }
 
 /// Grants `op` one of its dependencies; collects it when that was the last.

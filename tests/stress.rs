@@ -1,0 +1,129 @@
+//! Randomized stress: several threads push random read/write ops on shared
+//! vars at once. Every op checks, with an atomic per var, that it holds the
+//! var as the contract says (one writer alone, or readers together); each
+//! thread's private counter must equal a serial count. Bounded in ops.
+
+use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use depengine::util::rng::SplitMix64;
+use depengine::{Engine, EngineKind, OpDesc, OpError, Var};
+
+const VARS: usize = 48;
+const PUSHERS: usize = 3;
+const OPS_PER_PUSHER: usize = 10_000;
+
+fn stress(kind: EngineKind, workers: usize) {
+    let engine = Engine::builder()
+        .kind(kind)
+        .cpu_workers(workers)
+        .build()
+        .unwrap();
+    let vars: Arc<Vec<Var>> = Arc::new((0..VARS).map(|_| engine.new_var()).collect());
+    let holders: Arc<Vec<AtomicIsize>> = Arc::new((0..VARS).map(|_| AtomicIsize::new(0)).collect());
+    let threads: Vec<_> = (0..PUSHERS)
+        .map(|t| {
+            let (engine, vars, holders) = (engine.clone(), vars.clone(), holders.clone());
+            std::thread::spawn(move || {
+                let mut rng = SplitMix64::new(1000 + t as u64);
+                let private = engine.new_var();
+                let counter = Arc::new(AtomicU64::new(0));
+                let mut expected = 0u64;
+                for i in 0..OPS_PER_PUSHER {
+                    let nr = rng.below(4) as usize;
+                    let nw = 1 + rng.below(2) as usize;
+                    let reads: Vec<usize> =
+                        (0..nr).map(|_| rng.below(VARS as u64) as usize).collect();
+                    let writes: Vec<usize> =
+                        (0..nw).map(|_| rng.below(VARS as u64) as usize).collect();
+                    // Rule 2: a var both read and written is written.
+                    let mut w_idx = writes.clone();
+                    w_idx.sort_unstable();
+                    w_idx.dedup();
+                    let mut r_idx: Vec<usize> = reads
+                        .iter()
+                        .copied()
+                        .filter(|r| !w_idx.contains(r))
+                        .collect();
+                    r_idx.sort_unstable();
+                    r_idx.dedup();
+                    let rv: Vec<&Var> = reads.iter().map(|&r| &vars[r]).collect();
+                    let mut wv: Vec<&Var> = writes.iter().map(|&w| &vars[w]).collect();
+                    let bump = i % 7 == 0;
+                    if bump {
+                        wv.push(&private);
+                        expected = expected * 3 + i as u64;
+                    }
+                    let (h, c) = (holders.clone(), counter.clone());
+                    let spin = rng.below(50);
+                    engine
+                        .push(OpDesc::new("stress").reads(&rv).writes(&wv), move |_| {
+                            for &w in &w_idx {
+                                if h[w]
+                                    .compare_exchange(0, -1, Ordering::SeqCst, Ordering::SeqCst)
+                                    .is_err()
+                                {
+                                    return Err(OpError::msg(format!(
+                                        "write of var {w} overlapped another op"
+                                    )));
+                                }
+                            }
+                            for &r in &r_idx {
+                                if h[r].fetch_add(1, Ordering::SeqCst) < 0 {
+                                    return Err(OpError::msg(format!(
+                                        "read of var {r} overlapped a write"
+                                    )));
+                                }
+                            }
+                            for _ in 0..spin {
+                                std::hint::spin_loop();
+                            }
+                            if bump {
+                                let v = c.load(Ordering::Relaxed);
+                                c.store(v * 3 + i as u64, Ordering::Relaxed);
+                            }
+                            for &r in &r_idx {
+                                h[r].fetch_sub(1, Ordering::SeqCst);
+                            }
+                            for &w in &w_idx {
+                                h[w].store(0, Ordering::SeqCst);
+                            }
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+                engine.wait_for_var(&private).unwrap();
+                assert_eq!(
+                    counter.load(Ordering::Relaxed),
+                    expected,
+                    "thread {t}: order of its own writes"
+                );
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    engine.wait_for_all().unwrap();
+    assert!(holders.iter().all(|h| h.load(Ordering::SeqCst) == 0));
+}
+
+#[test]
+fn stress_pooled_2() {
+    stress(EngineKind::Pooled, 2);
+}
+
+#[test]
+fn stress_pooled_4() {
+    stress(EngineKind::Pooled, 4);
+}
+
+#[test]
+fn stress_per_device_3() {
+    stress(EngineKind::PerDevice, 3);
+}
+
+#[test]
+fn stress_naive() {
+    stress(EngineKind::Naive, 1);
+}
