@@ -164,11 +164,14 @@ impl<'a> From<&'a Var> for VarList<'a> {
 /// let engine = Engine::builder().build().unwrap();
 /// let (a, b) = (engine.new_var(), engine.new_var());
 /// let desc = OpDesc::new("copy a to b")
-///     .reads(&[&a])
-///     .writes(&[&b])
+///     .reads(&a)
+///     .writes(&b)
 ///     .property(Property::Normal)
 ///     .priority(3);
 /// engine.push(desc, |_| Ok(())).unwrap();
+/// // Several vars: a slice of vars or of references.
+/// let both = [&a, &b];
+/// engine.push(OpDesc::new("read both").reads(&both), |_| Ok(())).unwrap();
 /// engine.wait_for_all().unwrap();
 /// assert_eq!((a.version(), b.version()), (0, 1));
 /// ```
