@@ -22,8 +22,9 @@
 //! A chosen map still in memory (not yet produced, or its swap-out not yet
 //! finished or its last forward use not yet passed) is kept — never released,
 //! and never written if not written yet — once even a swap-in issued at the
-//! next op start could not hide it: `max(est(k + 1), queue free time) >
-//! est(j) - io`.
+//! earliest later point could not hide it: `max(est(e), queue free time) >
+//! est(j) - io` with `e = max(k + 1, forward_ops - 1)` (releasing it and
+//! reading it back at the same op start would gain nothing).
 //!
 //! The estimate sees the queue as it stands: swap-outs issued later, if any,
 //! are not foreseen.
@@ -34,12 +35,14 @@ use super::swap::{MapState, OpStart, Swapped};
 /// due at this op start (or that are to be kept). `open` is in need order.
 pub(crate) fn due(start: &OpStart<'_>, open: &[Swapped], due: &mut Vec<usize>) {
     let est = |j: usize| start.now + (start.prefix[j] - start.prefix[start.op]);
-    let next_op = est((start.op + 1).min(start.prefix.len() - 1));
+    let last = start.prefix.len() - 1;
+    let next_op = est((start.op + 1).min(last));
+    let earliest = est((start.op + 1).max(start.forward_ops.saturating_sub(1)).min(last));
     let queue_now = start.queue.free_at;
     // Maps still in memory: kept when they could not be hidden any more.
     for (i, s) in open.iter().enumerate() {
         if matches!(s.state, MapState::Waiting | MapState::Writing(_))
-            && next_op.max(queue_now) > est(s.map.first_backward_use) - s.io_ms
+            && earliest.max(queue_now) > est(s.map.first_backward_use) - s.io_ms
         {
             due.push(i);
         }

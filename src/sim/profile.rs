@@ -6,7 +6,7 @@
 //! index, and checks the profile for consistency. Every error names the file
 //! and the entry at fault and says what to fix.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -278,8 +278,8 @@ impl Profile {
         let io: Vec<IoEntry> = parse(&read(&origin.io_info)?, &origin.io_info)?;
         let resize: Vec<Vec<(String, String)>> =
             parse(&read(&origin.resize_info)?, &origin.resize_info)?;
-        let sizes: HashMap<String, u64> = parse(&read(&origin.tensor_size)?, &origin.tensor_size)?;
-        let costs: HashMap<String, f64> = parse(&read(&origin.cost_info)?, &origin.cost_info)?;
+        let sizes: BTreeMap<String, u64> = parse(&read(&origin.tensor_size)?, &origin.tensor_size)?;
+        let costs: BTreeMap<String, f64> = parse(&read(&origin.cost_info)?, &origin.cost_info)?;
         let name = dir
             .file_name()
             .and_then(|n| n.to_str())
@@ -320,6 +320,11 @@ impl Profile {
             .collect()
     }
 
+    /// The dense index of the tensor with this key, if the profile has one.
+    pub fn tensor_index(&self, key: TensorKey) -> Option<usize> {
+        self.tensors.iter().position(|t| t.key == key)
+    }
+
     /// Sum of the op times in milliseconds.
     pub fn compute_ms(&self) -> f64 {
         self.ops.iter().map(|o| o.time_ms).sum()
@@ -332,8 +337,8 @@ fn build(
     origin: &Origin,
     io: Vec<IoEntry>,
     resize: Vec<Vec<(String, String)>>,
-    sizes: HashMap<String, u64>,
-    costs: HashMap<String, f64>,
+    sizes: BTreeMap<String, u64>,
+    costs: BTreeMap<String, f64>,
     forward_ops: Option<usize>,
 ) -> Result<Profile, ProfileError> {
     let n_ops = io.len();
