@@ -15,7 +15,12 @@ fn variant(case: &str, file: &str, text: Option<&str>) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("depengine-sim-{}-{case}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
-    for f in ["io_info.json", "resize_info.json", "tensor_size.json", "cost_info.json"] {
+    for f in [
+        "io_info.json",
+        "resize_info.json",
+        "tensor_size.json",
+        "cost_info.json",
+    ] {
         fs::copy(base().join(f), dir.join(f)).unwrap();
     }
     match text {
@@ -59,7 +64,11 @@ fn missing_cost_names_cost_info_and_the_op() {
 
 #[test]
 fn cost_key_out_of_range_or_not_a_number() {
-    let msg = error_of(&variant("cost-range", "cost_info.json", Some(r#"{"9": 1}"#)));
+    let msg = error_of(&variant(
+        "cost-range",
+        "cost_info.json",
+        Some(r#"{"9": 1}"#),
+    ));
     assert_names(&msg, &["cost_info.json", "key \"9\"", "only 6 ops"]);
     let msg = error_of(&variant("cost-key", "cost_info.json", Some(r#"{"x1": 1}"#)));
     assert_names(&msg, &["cost_info.json", "\"x1\"", "op index"]);
@@ -91,12 +100,21 @@ fn resize_info_of_the_wrong_length() {
 fn workspace_freed_without_alloc_or_never_freed() {
     let text = r#"[[], [["free", "1:0"]], [], [], [], []]"#;
     let msg = error_of(&variant("free", "resize_info.json", Some(text)));
-    assert_names(&msg, &["resize_info.json", "entry 1, action 0", "did not allocate"]);
+    assert_names(
+        &msg,
+        &["resize_info.json", "entry 1, action 0", "did not allocate"],
+    );
     let text = r#"[[], [["alloc", "1:0"]], [], [], [], []]"#;
     let dir = variant("leak", "resize_info.json", Some(text));
-    fs::write(dir.join("tensor_size.json"), r#"{"0":1000,"1":100,"2":500,"3":100,"4":100,"5":10,"1:0":8}"#)
-        .unwrap();
-    assert_names(&error_of(&dir), &["resize_info.json", "entry 1", "\"1:0\"", "never freed"]);
+    fs::write(
+        dir.join("tensor_size.json"),
+        r#"{"0":1000,"1":100,"2":500,"3":100,"4":100,"5":10,"1:0":8}"#,
+    )
+    .unwrap();
+    assert_names(
+        &error_of(&dir),
+        &["resize_info.json", "entry 1", "\"1:0\"", "never freed"],
+    );
     let text = r#"[[], [["grow", "1:0"]], [], [], [], []]"#;
     let msg = error_of(&variant("action", "resize_info.json", Some(text)));
     assert_names(&msg, &["resize_info.json", "entry 1, action 0", "\"grow\""]);
@@ -106,11 +124,21 @@ fn workspace_freed_without_alloc_or_never_freed() {
 fn io_info_inconsistencies_name_the_entry() {
     let text = io_info(|v| v[2]["release"] = serde_json::json!([1, 42]));
     let msg = error_of(&variant("rel", "io_info.json", Some(&text)));
-    assert_names(&msg, &["io_info.json", "entry 2 (op \"fwd2\")", "tensor 42"]);
+    assert_names(
+        &msg,
+        &["io_info.json", "entry 2 (op \"fwd2\")", "tensor 42"],
+    );
 
     let text = io_info(|v| v[1]["release"] = serde_json::json!([0]));
     let msg = error_of(&variant("after", "io_info.json", Some(&text)));
-    assert_names(&msg, &["io_info.json", "entry 5 (op \"fwd0_backward\")", "after op 1 released it"]);
+    assert_names(
+        &msg,
+        &[
+            "io_info.json",
+            "entry 5 (op \"fwd0_backward\")",
+            "after op 1 released it",
+        ],
+    );
 
     let text = io_info(|v| v[3]["id"] = serde_json::json!(7));
     let msg = error_of(&variant("id", "io_info.json", Some(&text)));
@@ -118,7 +146,10 @@ fn io_info_inconsistencies_name_the_entry() {
 
     let text = io_info(|v| v[3]["outputs"] = serde_json::json!([2]));
     let msg = error_of(&variant("twice", "io_info.json", Some(&text)));
-    assert_names(&msg, &["io_info.json", "entry 3", "already produced by op 2"]);
+    assert_names(
+        &msg,
+        &["io_info.json", "entry 3", "already produced by op 2"],
+    );
 
     let text = io_info(|v| {
         for e in v.as_array_mut().unwrap() {
@@ -149,7 +180,9 @@ fn graphs_that_are_not_training_graphs_are_refused() {
             "ops":[{"name":"relu","type":"ReLU","inputs":[1],"outputs":[2]}]}"#,
     )
     .unwrap();
-    let msg = from_graph::load(&path, &Default::default(), None).unwrap_err().to_string();
+    let msg = from_graph::load(&path, &Default::default(), None)
+        .unwrap_err()
+        .to_string();
     assert_names(&msg, &["inference.json", "forward_ops", "--forward-ops"]);
     fs::write(
         &path,
@@ -157,7 +190,9 @@ fn graphs_that_are_not_training_graphs_are_refused() {
             "ops":[{"name":"relu","type":"ReLU","inputs":[9],"outputs":[1]}]}"#,
     )
     .unwrap();
-    let msg = from_graph::load(&path, &Default::default(), None).unwrap_err().to_string();
+    let msg = from_graph::load(&path, &Default::default(), None)
+        .unwrap_err()
+        .to_string();
     assert_names(&msg, &["inference.json", "op 0 (\"relu\")", "input 9"]);
     let _ = fs::remove_dir_all(&dir);
 }

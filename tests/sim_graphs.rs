@@ -7,7 +7,9 @@ use depengine::sim::{from_graph, simulate, AllocModel, Mode, Profile, SimConfig}
 use depengine::storage::rounding::Rounding;
 
 fn graph(name: &str) -> Profile {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
     from_graph::load(&path, &Default::default(), None).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -28,7 +30,11 @@ fn oracle_peak_is_the_records_lower_bound() {
 fn oracle_never_exceeds_pool() {
     for name in GRAPHS {
         let p = graph(name);
-        for rounding in [Rounding::round_default(), Rounding::exact_default(), Rounding::None] {
+        for rounding in [
+            Rounding::round_default(),
+            Rounding::exact_default(),
+            Rounding::None,
+        ] {
             let cfg = SimConfig {
                 rounding,
                 ..SimConfig::default()
@@ -73,7 +79,11 @@ fn peak_stays_within_the_budget_whenever_the_policy_says_it_fits() {
         };
         let base = simulate(
             &p,
-            if alloc == AllocModel::Pool { Mode::Pool } else { Mode::Oracle },
+            if alloc == AllocModel::Pool {
+                Mode::Pool
+            } else {
+                Mode::Oracle
+            },
             &cfg,
             &[],
         )
@@ -97,7 +107,10 @@ fn peak_stays_within_the_budget_whenever_the_policy_says_it_fits() {
                 assert_eq!(r.swapped_bytes, r.swapped_out_bytes + r.swapped_in_bytes);
                 assert!(r.swapped_in_bytes <= r.swapped_out_bytes);
                 // The chosen set, simulated again, gives the same figures.
-                assert_eq!(&simulate(&p, mode, &cfg, &plan.swap).peak_bytes, &r.peak_bytes);
+                assert_eq!(
+                    &simulate(&p, mode, &cfg, &plan.swap).peak_bytes,
+                    &r.peak_bytes
+                );
             }
         }
         assert!(semi_sync_fitted_by_swapping, "{alloc:?}");
@@ -111,7 +124,10 @@ fn sweep_starts_at_the_unswapped_peak_and_goes_down() {
     let curves = sweep(&p, &[Mode::SemiSync], &cfg, 3);
     let pts = &curves[0].1;
     assert_eq!(pts.len(), 3);
-    assert_eq!(pts[0].budget, simulate(&p, Mode::Pool, &cfg, &[]).peak_bytes);
+    assert_eq!(
+        pts[0].budget,
+        simulate(&p, Mode::Pool, &cfg, &[]).peak_bytes
+    );
     assert!(pts[0].plan.swap.is_empty());
     assert!(pts.windows(2).all(|w| w[0].budget > w[1].budget));
     for pt in pts {

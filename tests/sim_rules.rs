@@ -7,7 +7,9 @@ use depengine::sim::{simulate, AllocModel, Mode, Profile, SimConfig, SimResult, 
 use depengine::storage::rounding::Rounding;
 
 fn fixture(name: &str) -> Profile {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sim").join(name);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/sim")
+        .join(name);
     Profile::load_dir(&dir, None).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -20,7 +22,9 @@ fn oracle_config(bandwidth: f64) -> SimConfig {
 }
 
 fn ids(p: &Profile, ids: &[u64]) -> Vec<usize> {
-    ids.iter().map(|&i| p.tensor_index(TensorKey::Id(i)).unwrap()).collect()
+    ids.iter()
+        .map(|&i| p.tensor_index(TensorKey::Id(i)).unwrap())
+        .collect()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -28,8 +32,16 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 fn assert_times(r: &SimResult, total: f64, stall: f64) {
-    assert!(close(r.total_ms, total), "total {} != {total}: {r:?}", r.total_ms);
-    assert!(close(r.stall_ms, stall), "stall {} != {stall}: {r:?}", r.stall_ms);
+    assert!(
+        close(r.total_ms, total),
+        "total {} != {total}: {r:?}",
+        r.total_ms
+    );
+    assert!(
+        close(r.stall_ms, stall),
+        "stall {} != {stall}: {r:?}",
+        r.stall_ms
+    );
 }
 
 /// `order`: data (t0 = 100 B, 1 ms) -> conv (t1 = 200 B, workspaces 1:0 = 50 B

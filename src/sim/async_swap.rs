@@ -37,7 +37,9 @@ pub(crate) fn due(start: &OpStart<'_>, open: &[Swapped], due: &mut Vec<usize>) {
     let est = |j: usize| start.now + (start.prefix[j] - start.prefix[start.op]);
     let last = start.prefix.len() - 1;
     let next_op = est((start.op + 1).min(last));
-    let earliest = est((start.op + 1).max(start.forward_ops.saturating_sub(1)).min(last));
+    let earliest = est((start.op + 1)
+        .max(start.forward_ops.saturating_sub(1))
+        .min(last));
     let queue_now = start.queue.free_at;
     // Maps still in memory: kept when they could not be hidden any more.
     for (i, s) in open.iter().enumerate() {

@@ -142,18 +142,19 @@ pub fn choose(profile: &Profile, mode: Mode, config: &SimConfig, budget: u64) ->
 }
 
 /// The budgets of a sweep: `points` budgets evenly spaced from the peak
-/// without swapping down to the peak with every feature map swapped
-/// asynchronously (both under `config.alloc`), highest first.
+/// without swapping down to the lowest peak the policy reaches (asked for a
+/// budget of 0, semi-sync or async, whichever is lower; all under
+/// `config.alloc`), highest first.
 pub fn sweep_budgets(profile: &Profile, config: &SimConfig, points: usize) -> Vec<u64> {
     let base_mode = match config.alloc {
         super::AllocModel::Oracle => Mode::Oracle,
         super::AllocModel::Pool => Mode::Pool,
     };
     let hi = simulate(profile, base_mode, config, &[]).peak_bytes;
-    let all: Vec<usize> = profile.feature_maps().iter().map(|m| m.tensor).collect();
-    let lo = simulate(profile, Mode::Async, config, &all)
-        .peak_bytes
-        .min(hi);
+    let lo = Mode::SWAP
+        .iter()
+        .map(|&m| choose(profile, m, config, 0).result.peak_bytes)
+        .fold(hi, u64::min);
     match points {
         0 => Vec::new(),
         1 => vec![hi],
