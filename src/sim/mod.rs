@@ -6,7 +6,7 @@
 //! training graph) and reports peak memory, total time, stall time and bytes
 //! moved under four models: plain system allocation (*oracle*), a memory
 //! *pool*, and two ways of swapping feature maps out to a disk and back
-//! (*semi-sync*, *async*). A [policy](policy) picks which maps to swap to
+//! (*semi-sync*, *async*). A [`policy`] picks which maps to swap to
 //! stay under a memory budget, and a sweep over budgets gives the trade-off
 //! curve, drawn by [`svg`].
 //!
@@ -60,12 +60,20 @@
 //!
 //! # Examples
 //!
-//! ```no_run
-//! use depengine::sim::{from_graph, simulate, Mode, SimConfig};
-//! let profile = from_graph::load("resnet18_train_b8.json", &Default::default())?;
-//! let oracle = simulate(&profile, Mode::Oracle, &SimConfig::default(), &[]);
-//! let pool = simulate(&profile, Mode::Pool, &SimConfig::default(), &[]);
+//! ```
+//! use depengine::sim::{from_graph, policy, simulate, Mode, SimConfig};
+//! let profile = from_graph::load("tests/data/resnet18_train_b8.json", &Default::default(), None)?;
+//! let config = SimConfig::default();
+//! let oracle = simulate(&profile, Mode::Oracle, &config, &[]);
+//! let pool = simulate(&profile, Mode::Pool, &config, &[]);
 //! assert!(oracle.peak_bytes <= pool.peak_bytes);
+//!
+//! // Swap feature maps semi-synchronously to fit in 3/4 of the pool.
+//! let budget = pool.peak_bytes / 4 * 3;
+//! let plan = policy::choose(&profile, Mode::SemiSync, &config, budget);
+//! assert_eq!(plan.result.fits, Some(true));
+//! assert!(plan.result.peak_bytes <= budget);
+//! assert!(plan.result.total_ms > pool.total_ms); // the disk costs time
 //! # Ok::<(), depengine::sim::ProfileError>(())
 //! ```
 

@@ -2,7 +2,7 @@
 //!
 //! In the forward pass a swap-out overlaps the op after the one that
 //! produced the map and that op ends only when both have ended (the core
-//! loop in [`super::swap`] applies that). In the backward pass a map that op
+//! loop of the simulator applies that). In the backward pass a map that op
 //! `j` reads is swapped in when op `j - 1` starts, and op `j` waits for it.
 
 use super::swap::{MapState, OpStart, Swapped};
