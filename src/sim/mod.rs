@@ -216,8 +216,10 @@ pub struct SimResult {
 ///
 /// # Panics
 ///
-/// Never on a profile built by this module; `config.bandwidth` must be
-/// positive (a zero bandwidth makes every transfer infinitely long).
+/// Never on a profile made by [`Profile::load_dir`] or [`from_graph`]; a
+/// hand-built profile whose ops name tensor indices outside
+/// [`Profile::tensors`] panics. `config.bandwidth` should be positive and
+/// finite (zero makes every transfer infinitely long).
 pub fn simulate(profile: &Profile, mode: Mode, config: &SimConfig, swap: &[usize]) -> SimResult {
     swap::run(profile, mode, config, swap)
 }

@@ -5,6 +5,22 @@
 //! Loading converts every string key to a number, gives each tensor a dense
 //! index, and checks the profile for consistency. Every error names the file
 //! and the entry at fault and says what to fix.
+//!
+//! What the loader accepts, where the format leaves room:
+//!
+//! - `io_info.json` entries must carry `"id"` equal to their position; an
+//!   op may have several outputs; its `"temporary"` field is read and
+//!   ignored (workspaces come from `resize_info.json`);
+//! - an input that no op produces is outside memory (never allocated); a
+//!   tensor may be read only after its producer, released once, and never
+//!   read after its release;
+//! - every workspace allocated by an op in `resize_info.json` must be freed
+//!   by the same op (allocations happen before compute, frees after);
+//! - `tensor_size.json` must size every output and workspace; extra keys
+//!   are allowed; `cost_info.json` must time every op, and only those;
+//! - the forward pass ends before `forward_ops`, given by the caller or else
+//!   the first op whose name contains `backward` (MXNet names its gradient
+//!   ops `_backward_*`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
