@@ -196,3 +196,19 @@ fn graphs_that_are_not_training_graphs_are_refused() {
     assert_names(&msg, &["inference.json", "op 0 (\"relu\")", "input 9"]);
     let _ = fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn forward_ops_can_be_given_when_names_do_not_tell() {
+    let text = io_info(|v| {
+        for e in v.as_array_mut().unwrap() {
+            let name = e["op"].as_str().unwrap().replace("backward", "grad");
+            e["op"] = name.into();
+        }
+    });
+    let dir = variant("given", "io_info.json", Some(&text));
+    let p = Profile::load_dir(&dir, Some(3)).unwrap();
+    assert_eq!(p.forward_ops, 3);
+    let err = Profile::load_dir(&dir, Some(9)).unwrap_err().to_string();
+    let _ = fs::remove_dir_all(&dir);
+    assert_names(&err, &["io_info.json", "first backward op 9"]);
+}

@@ -136,3 +136,47 @@ fn sweep_starts_at_the_unswapped_peak_and_goes_down() {
         }
     }
 }
+
+/// A three-op training graph: x (input, 400 B) -> conv (w: param 100 B; y =
+/// 400 B) -> loss (z = 4 B, output) -> conv_backward (reads x and y; g =
+/// 100 B, output).
+/// - op times: 0.01 ms + bytes touched / 10^6 bytes per ms, parameters
+///   counted: conv 0.01 + 900e-6, loss 0.01 + 404e-6, conv_backward
+///   0.01 + 900e-6;
+/// - x is allocated by op 0; y is released after its last reader (op 2), x
+///   too; z and g (outputs) never are. Oracle peak at op 2: x + y + z + g =
+///   904 B.
+/// - feature maps: x and y (made in the forward pass, read by op 2).
+#[test]
+fn graph_derivation_follows_the_documented_mapping() {
+    let text = r#"{"model":"tiny","forward_ops":2,"tensors":[
+        {"id":1,"size":400,"kind":"input"},{"id":2,"size":100,"kind":"param"},
+        {"id":3,"size":400,"kind":"intermediate"},{"id":4,"size":4,"kind":"output"},
+        {"id":5,"size":100,"kind":"output"}],
+      "ops":[{"name":"conv","type":"c","inputs":[1,2],"outputs":[3]},
+             {"name":"loss","type":"l","inputs":[3],"outputs":[4]},
+             {"name":"conv_backward","type":"cb","inputs":[1,3],"outputs":[5]}]}"#;
+    let g =
+        depengine::graph::format::GraphFile::from_json_str(text, std::path::Path::new("tiny.json"))
+            .unwrap();
+    let p = from_graph::from_graph(
+        &g,
+        std::path::Path::new("tiny.json"),
+        &Default::default(),
+        None,
+    )
+    .unwrap();
+    let times: Vec<f64> = p.ops.iter().map(|o| o.time_ms).collect();
+    let want = [0.01 + 900e-6, 0.01 + 404e-6, 0.01 + 900e-6];
+    assert!(
+        times.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12),
+        "{times:?}"
+    );
+    assert_eq!(p.ops[0].outputs.len(), 2); // x, then y
+    assert_eq!(
+        simulate(&p, Mode::Oracle, &SimConfig::default(), &[]).peak_bytes,
+        904
+    );
+    let maps: Vec<u64> = p.feature_maps().iter().map(|m| m.size).collect();
+    assert_eq!(maps, [400, 400]);
+}

@@ -203,3 +203,34 @@ fn swap_modes_without_a_swap_set_change_nothing() {
         }
     }
 }
+
+/// The policy on `semi_sync` (oracle accounting, 500,000 B/s). Feature maps:
+/// t0 (1000 B, last forward use op 1, first backward use op 5: 3 ms idle,
+/// rank score 3000) and t2 (500 B, produced by op 2 and read by op 3 at
+/// once: score 0). The unswapped peak, 1600, is at op 2, inside t0's idle
+/// window: swapping t0 gives 1200 (worked out above).
+/// - budget 1300: {t0}, peak 1200, fits; dropping t0 would not fit.
+/// - budget 1000: t0 is the only map that can leave memory (t2 has no op
+///   between its uses); the plan keeps the lowest peak, 1200, and says it
+///   does not fit.
+#[test]
+fn policy_swaps_what_lowers_the_peak_and_says_when_it_cannot_fit() {
+    use depengine::sim::policy::choose;
+    let p = fixture("semi_sync");
+    let cfg = oracle_config(500_000.0);
+    let plan = choose(&p, Mode::SemiSync, &cfg, 1300);
+    assert_eq!(plan.swap, ids(&p, &[0]));
+    assert_eq!(plan.result.peak_bytes, 1200);
+    assert_eq!(plan.result.fits, Some(true));
+    assert_times(&plan.result, 8.0, 2.0);
+
+    let plan = choose(&p, Mode::SemiSync, &cfg, 1000);
+    assert_eq!(plan.swap, ids(&p, &[0]));
+    assert_eq!(plan.result.peak_bytes, 1200);
+    assert_eq!(plan.result.fits, Some(false));
+
+    // Oracle and pool never swap; they only say whether they fit.
+    let plan = choose(&p, Mode::Oracle, &cfg, 1000);
+    assert!(plan.swap.is_empty());
+    assert_eq!(plan.result.fits, Some(false));
+}
