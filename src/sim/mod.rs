@@ -188,6 +188,8 @@ pub struct SimResult {
     pub peak_op: usize,
     /// Peak of live bytes (oracle measure).
     pub live_peak_bytes: u64,
+    /// The op at which `live_peak_bytes` was first reached.
+    pub live_peak_op: usize,
     /// Final pool size (pool measure).
     pub pool_bytes: u64,
     /// End of the last op, ms.

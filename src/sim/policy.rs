@@ -13,8 +13,10 @@
 //!    within the budget, stop.
 //! 2. Otherwise take the peak op `p` of that run and try the best-ranked map
 //!    not tried yet that could be out of memory at `p` (last forward use
-//!    `< p <` first backward use; when none is left, any map not tried yet
-//!    with at least one op between its last forward and first backward use).
+//!    `< p <` first backward use; when none is left, the same at the op of
+//!    the peak of live bytes, which is where a pool's growth comes from;
+//!    when none is left either, any map not tried yet with at least one op
+//!    between its last forward and first backward use).
 //!    It stays in the set only when it lowers the peak (ties broken by the
 //!    peak of live bytes, which a pool's rounding can hide); go to 1. When
 //!    every map has been tried, the budget cannot be met: the plan is the
@@ -96,17 +98,20 @@ pub fn choose(profile: &Profile, mode: Mode, config: &SimConfig, budget: u64) ->
     };
     let key = |r: &SimResult| (r.peak_bytes, r.live_peak_bytes);
     while result.peak_bytes > budget {
-        let p = result.peak_op;
-        let next = maps
-            .iter()
-            .enumerate()
-            .find(|(i, m)| !tried[*i] && m.last_forward_use < p && p < m.first_backward_use)
+        // Maps that could be out of memory at the peak op, then at the op of
+        // the peak of live bytes (where a pool's peak comes from), then any.
+        let in_window = |op: usize| {
+            maps.iter().enumerate().position(|(i, m)| {
+                !tried[i] && m.last_forward_use < op && op < m.first_backward_use
+            })
+        };
+        let next = in_window(result.peak_op)
+            .or_else(|| in_window(result.live_peak_op))
             .or_else(|| {
                 maps.iter()
                     .enumerate()
-                    .find(|(i, m)| !tried[*i] && m.last_forward_use + 1 < m.first_backward_use)
-            })
-            .map(|(i, _)| i);
+                    .position(|(i, m)| !tried[i] && m.last_forward_use + 1 < m.first_backward_use)
+            });
         let Some(i) = next else {
             return Plan {
                 swap: set_of(&chosen),

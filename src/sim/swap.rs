@@ -96,7 +96,7 @@ pub(crate) fn run(profile: &Profile, mode: Mode, config: &SimConfig, swap: &[usi
             .collect();
         chosen.sort_by_key(|s| (s.map.first_backward_use, s.map.tensor));
     }
-    // chosen index by tensor, and by producing op.
+    // Index into `chosen` by tensor.
     let mut slot = vec![usize::MAX; n];
     for (i, s) in chosen.iter().enumerate() {
         slot[s.map.tensor] = i;
@@ -232,6 +232,7 @@ pub(crate) fn run(profile: &Profile, mode: Mode, config: &SimConfig, swap: &[usi
         peak_bytes,
         peak_op,
         live_peak_bytes: live_peak,
+        live_peak_op: live_op,
         pool_bytes,
         total_ms: clock,
         compute_ms: prefix.last().copied().unwrap_or(0.0),
