@@ -74,6 +74,12 @@ fn budget_makes_the_swap_modes_swap_and_fit() {
     assert!(v["peak_bytes"].as_u64().unwrap() <= 350 << 20);
     assert!(v["swapped_bytes"].as_u64().unwrap() > 0);
     assert!(v["stall_ms"].as_f64().unwrap() > 0.0);
+    // The chosen maps, by tensor id of the graph.
+    let swap = v["swap"].as_array().unwrap();
+    assert!(swap.len() as u64 >= v["swapped_maps"].as_u64().unwrap() && !swap.is_empty());
+    assert!(swap
+        .iter()
+        .all(|id| id.as_str().unwrap().parse::<u64>().is_ok()));
 }
 
 #[test]

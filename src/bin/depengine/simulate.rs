@@ -25,7 +25,8 @@ pub(crate) struct SimulateArgs {
     /// Disk bandwidth in bytes per second (default: 104094472 bytes / 4.452 s).
     #[arg(long, value_parser = parse_bandwidth)]
     bandwidth: Option<f64>,
-    /// Print one JSON object per mode instead of a table.
+    /// Print one JSON object per mode instead of a table (with "swap": the
+    /// ids of the feature maps the policy chose).
     #[arg(long)]
     json: bool,
     /// Sweep budgets and draw the trade-off curve (budget across, time up)
@@ -136,18 +137,26 @@ pub(crate) fn run(args: SimulateArgs) -> Result<(), Box<dyn std::error::Error>> 
         Some(m) => vec![m],
         None => Mode::ALL.to_vec(),
     };
-    let results: Vec<SimResult> = modes
+    let results: Vec<(SimResult, Vec<usize>)> = modes
         .iter()
         .map(|&m| match args.budget {
-            Some(b) => policy::choose(&profile, m, &config, b).result,
-            None => simulate(&profile, m, &config, &[]),
+            Some(b) => {
+                let plan = policy::choose(&profile, m, &config, b);
+                (plan.result, plan.swap)
+            }
+            None => (simulate(&profile, m, &config, &[]), Vec::new()),
         })
         .collect();
     if args.json {
-        for r in &results {
+        for (r, swap) in &results {
             let mut v = serde_json::to_value(r)?;
             if let Some(o) = v.as_object_mut() {
                 o.insert("model".into(), profile.name.clone().into());
+                let keys: Vec<String> = swap
+                    .iter()
+                    .map(|&t| profile.tensors[t].key.to_string())
+                    .collect();
+                o.insert("swap".into(), keys.into());
             }
             println!("{v}");
         }
@@ -172,7 +181,7 @@ pub(crate) fn run(args: SimulateArgs) -> Result<(), Box<dyn std::error::Error>> 
             "maps",
             "fits"
         );
-        for r in &results {
+        for (r, _) in &results {
             println!(
                 "{:<10} {:<7} {:>16} {:>10.2} {:>12.3} {:>12.3} {:>16} {:>6} {:>5}",
                 r.mode.name(),
