@@ -31,6 +31,16 @@
 //! 7. free the workspaces, then the release list;
 //! 8. *(swap modes)* queue the swap-outs of this op's chosen outputs.
 //!
+//! Allocation models (both are tracked in every run):
+//!
+//! - **oracle**: every tensor from the system and back; the cost is the peak
+//!   of live bytes;
+//! - **pool**: a request is rounded with [`SimConfig::rounding`] (the pooled
+//!   storage manager's own rule, [`crate::storage::rounding`]); a free block
+//!   of exactly that rounded size is reused, otherwise the pool grows by it;
+//!   freed blocks go back to the pool, never to the system; the cost is the
+//!   pool's final size.
+//!
 //! The disk moves `bandwidth` bytes per second (default
 //! [`DEFAULT_BANDWIDTH`]: 104,094,472 bytes in 4.452 s) and has one FIFO
 //! queue shared by reads and writes: a transfer issued at `t` starts at
@@ -42,8 +52,9 @@
 //!   when op `j - 1` starts; op `j` waits for it.
 //! - **async**: swap-outs are issued when the producing op ends and nobody
 //!   waits for them. Each swap-in is issued at the latest op start that
-//!   still hides it given the queue (see [`async_swap`] for the exact rule);
-//!   an op whose input has not arrived waits.
+//!   still hides it given the queue, and no earlier than the start of the
+//!   last forward op (see [`async_swap`] for the exact rule); an op whose
+//!   input has not arrived waits.
 //!
 //! Feature maps are tensors produced by an op before `forward_ops` (of
 //! non-zero size) and read by an op at or after it. A swapped map is read
