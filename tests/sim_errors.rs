@@ -212,3 +212,25 @@ fn forward_ops_can_be_given_when_names_do_not_tell() {
     let _ = fs::remove_dir_all(&dir);
     assert_names(&err, &["io_info.json", "first backward op 9"]);
 }
+
+#[test]
+fn seed_style_file_names_are_found() {
+    let dir = std::env::temp_dir().join(format!("depengine-sim-{}-names", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    fs::copy(
+        base().join("io_info.json"),
+        dir.join("MobilenetV2.io_info.json"),
+    )
+    .unwrap();
+    for f in ["resize_info", "tensor_size", "cost_info"] {
+        fs::copy(
+            base().join(format!("{f}.json")),
+            dir.join(format!("MobilenetV2.4.{f}.json")),
+        )
+        .unwrap();
+    }
+    let p = Profile::load_dir(&dir, None);
+    let _ = fs::remove_dir_all(&dir);
+    assert_eq!(p.unwrap().ops.len(), 6);
+}
