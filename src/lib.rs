@@ -11,6 +11,7 @@
 pub mod engine;
 pub mod graph;
 pub mod plan;
+pub mod sim;
 pub mod storage;
 pub(crate) mod sync;
 pub mod util;

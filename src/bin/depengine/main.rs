@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod plan;
+mod simulate;
 
 /// depengine: a dependency engine, its memory planners and its benchmarks.
 #[derive(Parser, Debug)]
@@ -21,6 +22,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Plan tensor memory from a usage-records, MiniMalloc CSV or graph file.
     Plan(plan::PlanArgs),
+    /// Simulate training memory (oracle, pool, semi-sync and async swapping).
+    Simulate(simulate::SimulateArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +31,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
