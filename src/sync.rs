@@ -43,6 +43,7 @@ pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 pub(crate) use self::loom_mutex::{Condvar, Mutex, MutexGuard};
 
 #[cfg(loom)]
+#[allow(dead_code)] // the shim mirrors the whole API; not every method is used
 mod loom_mutex {
     use std::ops::{Deref, DerefMut};
 
@@ -206,6 +207,7 @@ pub(crate) mod deque {
 }
 
 #[cfg(loom)]
+#[allow(dead_code)] // mirrors crossbeam-deque's API; not every method is used
 pub(crate) mod deque {
     //! Just enough of crossbeam-deque's API, built on loom's mutex.
     use super::{Arc, Mutex};

@@ -1,0 +1,254 @@
+//! loom models of the dependency protocol. Run with
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom`
+//! (see `scripts/loom.sh`).
+//!
+//! Each model uses the naive executor — no worker threads, so ops run inline
+//! on whichever loom thread makes them ready — and loom threads as pushers and
+//! as the foreign threads that complete async ops. That exercises the whole
+//! var protocol, the push guard, completion and waits under every interleaving
+//! loom explores; the worker pools add only queues on top of it.
+
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+
+use depengine::{Completion, Engine, EngineKind, OpDesc};
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder.check(f);
+}
+
+fn naive() -> Engine {
+    Engine::builder().kind(EngineKind::Naive).build().unwrap()
+}
+
+/// Pushes an async write on `v` whose completion is parked in the returned
+/// slot, so a loom thread can complete it later.
+fn parked_write(engine: &Engine, v: &depengine::Var) -> Arc<Mutex<Option<Completion>>> {
+    let slot = Arc::new(Mutex::new(None));
+    let s = slot.clone();
+    engine
+        .push_async(OpDesc::new("parked").writes(v), move |_, done| {
+            *s.lock().unwrap() = Some(done);
+        })
+        .unwrap();
+    slot
+}
+
+#[test]
+fn read_never_runs_before_the_write_pushed_before_it() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let data = Arc::new(AtomicUsize::new(0));
+        let slot = parked_write(&engine, &v);
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let (d, s) = (data.clone(), seen.clone());
+        let t = thread::spawn(move || {
+            let done = slot.lock().unwrap().take().expect("write started at push");
+            d.store(1, Ordering::Relaxed);
+            done.done();
+        });
+        let (d, s2) = (data.clone(), s.clone());
+        engine
+            .push(OpDesc::new("read").reads(&v), move |_| {
+                s2.store(d.load(Ordering::Relaxed), Ordering::Relaxed);
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(seen.load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn write_waits_for_every_earlier_read() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let readers_done = Arc::new(AtomicUsize::new(0));
+        // Two async reads, completed by two threads.
+        let mut slots = Vec::new();
+        for _ in 0..2 {
+            let slot = Arc::new(Mutex::new(None::<Completion>));
+            let s = slot.clone();
+            engine
+                .push_async(OpDesc::new("read").reads(&v), move |_, done| {
+                    *s.lock().unwrap() = Some(done);
+                })
+                .unwrap();
+            slots.push(slot);
+        }
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let (r, s) = (readers_done.clone(), seen.clone());
+        engine
+            .push(OpDesc::new("write").writes(&v), move |_| {
+                s.store(r.load(Ordering::SeqCst), Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        let threads: Vec<_> = slots
+            .into_iter()
+            .map(|slot| {
+                let r = readers_done.clone();
+                thread::spawn(move || {
+                    let done = slot.lock().unwrap().take().unwrap();
+                    r.fetch_add(1, Ordering::SeqCst);
+                    done.done();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+        assert_eq!(v.version(), 1);
+    });
+}
+
+#[test]
+fn push_guard_keeps_a_multi_var_op_until_every_var_has_it() {
+    model(|| {
+        let engine = naive();
+        let (a, b) = (engine.new_var(), engine.new_var());
+        let slot = parked_write(&engine, &b);
+        let finished_b = Arc::new(AtomicUsize::new(0));
+        let f = finished_b.clone();
+        // Completing the write of b races with the push of an op on (a, b):
+        // the op may run only after b's write, whichever var it meets first.
+        let t = thread::spawn(move || {
+            let done = slot.lock().unwrap().take().unwrap();
+            f.store(1, Ordering::SeqCst);
+            done.done();
+        });
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let (f, s) = (finished_b.clone(), seen.clone());
+        engine
+            .push(OpDesc::new("both").writes(&[&a, &b]), move |_| {
+                s.store(f.load(Ordering::SeqCst), Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        assert_eq!((a.version(), b.version()), (1, 2));
+    });
+}
+
+#[test]
+fn delete_racing_completion_runs_the_callback_once_after_the_last_op() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let slot = parked_write(&engine, &v);
+        let wrote = Arc::new(AtomicUsize::new(0));
+        let w = wrote.clone();
+        let t = thread::spawn(move || {
+            let done = slot.lock().unwrap().take().unwrap();
+            w.store(1, Ordering::SeqCst);
+            done.done();
+        });
+        let callbacks = Arc::new(AtomicUsize::new(0));
+        let seen_write = Arc::new(AtomicUsize::new(usize::MAX));
+        let (c, s, w) = (callbacks.clone(), seen_write.clone(), wrote.clone());
+        engine
+            .delete_var_with(v, move || {
+                c.fetch_add(1, Ordering::SeqCst);
+                s.store(w.load(Ordering::SeqCst), Ordering::SeqCst);
+            })
+            .unwrap();
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(callbacks.load(Ordering::SeqCst), 1);
+        assert_eq!(seen_write.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn foreign_completion_racing_a_wait_is_seen_by_the_waiter() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let slot = parked_write(&engine, &v);
+        let data = Arc::new(AtomicUsize::new(0));
+        let d = data.clone();
+        let t = thread::spawn(move || {
+            let done = slot.lock().unwrap().take().unwrap();
+            d.store(7, Ordering::Relaxed);
+            done.done();
+        });
+        engine.wait_for_var(&v).unwrap();
+        // The wait returned after the write completed: its effect is visible.
+        assert_eq!(data.load(Ordering::Relaxed), 7);
+        assert_eq!(v.version(), 1);
+        t.join().unwrap();
+    });
+}
+
+#[test]
+fn concurrent_pushers_cannot_queue_ops_in_opposite_orders() {
+    model(|| {
+        let engine = naive();
+        let (a, b) = (engine.new_var(), engine.new_var());
+        // Hold a and b so that both pushes below queue behind the holders.
+        let sa = parked_write(&engine, &a);
+        let sb = parked_write(&engine, &b);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (e2, a2, b2, o2) = (engine.clone(), a.clone(), b.clone(), order.clone());
+        let t = thread::spawn(move || {
+            e2.push(OpDesc::new("ba").writes(&[&b2, &a2]), move |_| {
+                o2.lock().unwrap().push("ba");
+                Ok(())
+            })
+            .unwrap();
+        });
+        let o = order.clone();
+        engine
+            .push(OpDesc::new("ab").writes(&[&a, &b]), move |_| {
+                o.lock().unwrap().push("ab");
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        sa.lock().unwrap().take().unwrap().done();
+        sb.lock().unwrap().take().unwrap().done();
+        // A cycle between the two ops would leave this waiting forever, which
+        // loom reports as a deadlock.
+        engine.wait_for_all().unwrap();
+        assert_eq!(order.lock().unwrap().len(), 2);
+    });
+}
+
+#[test]
+fn a_failed_write_is_seen_by_the_op_after_it() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let slot = parked_write(&engine, &v);
+        let t = thread::spawn(move || {
+            let done = slot.lock().unwrap().take().unwrap();
+            done.fail(depengine::OpError::msg("lost"));
+        });
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        engine
+            .push(OpDesc::new("after").reads(&v), move |_| {
+                r.store(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        let err = engine.wait_for_all().unwrap_err();
+        assert_eq!(err.failure().unwrap().message, "lost");
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "skipped after the failure");
+    });
+}
