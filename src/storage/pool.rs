@@ -81,7 +81,7 @@ struct Shard {
 }
 
 /// The shard of a block size: its own for a power of two, hashed otherwise.
-fn shard_of(rounded: usize) -> usize {
+pub(crate) fn shard_of(rounded: usize) -> usize {
     if rounded.is_power_of_two() {
         rounded.trailing_zeros() as usize % SHARDS
     } else {
