@@ -432,3 +432,29 @@ fn a_request_the_system_refuses_is_an_error_not_an_abort() {
         m.free(a).unwrap();
     }
 }
+
+#[test]
+fn an_owned_allocation_goes_back_to_the_pool_when_dropped() {
+    use depengine::storage::OwnedAllocation;
+    let m = manager(PoolType::Exact);
+    let p = {
+        let mut scratch = OwnedAllocation::new(Arc::clone(&m), 5000).unwrap();
+        scratch.fill(3);
+        assert_eq!(scratch.rounded_size(), 8192);
+        assert!(Arc::ptr_eq(scratch.storage(), &m));
+        scratch.as_ptr()
+    };
+    let s = m.stats();
+    assert_eq!((s.in_use, s.cached), (0, 8192));
+    // Taken apart, it is no longer freed on drop.
+    let owned = OwnedAllocation::new(Arc::clone(&m), 8000).unwrap();
+    assert_eq!(owned.as_ptr(), p);
+    let (storage, a) = owned.into_parts();
+    assert_eq!(m.stats().in_use, 8192);
+    storage.free(a).unwrap();
+    assert_eq!(m.stats().in_use, 0);
+    // Across threads, as a deletion op would.
+    let owned = OwnedAllocation::new(Arc::clone(&m), 10).unwrap();
+    std::thread::spawn(move || drop(owned)).join().unwrap();
+    assert_eq!(m.stats().in_use, 0);
+}

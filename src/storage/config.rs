@@ -193,9 +193,8 @@ impl StorageConfig {
     pub fn create(&self, ctx: DeviceId) -> Arc<dyn Storage> {
         match self.pool_type {
             PoolType::Naive => Arc::new(NaiveStorage::new(ctx, self)),
-            PoolType::Exact | PoolType::Round => {
-                Arc::new(PooledStorage::new(ctx, self.pool_type, self))
-            }
+            PoolType::Exact => Arc::new(PooledStorage::exact(ctx, self)),
+            PoolType::Round => Arc::new(PooledStorage::round(ctx, self)),
             PoolType::Unpooled => Arc::new(UnpooledStorage::new(ctx, self)),
         }
     }

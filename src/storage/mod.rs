@@ -6,7 +6,7 @@
 //! variables, see [`config`]). Managers hand out [`Allocation`]s: unique,
 //! `Send` handles to aligned blocks, which go back by value through
 //! [`Storage::free`] (into the pool) or [`Storage::free_direct`] (to the
-//! system).
+//! system), or are wrapped in an [`OwnedAllocation`] that frees on drop.
 //!
 //! | kind | rounding | on free |
 //! |---|---|---|
@@ -47,6 +47,7 @@ mod allocation;
 pub mod config;
 mod error;
 mod naive;
+mod owned;
 mod pool;
 mod registry;
 pub mod rounding;
@@ -61,6 +62,7 @@ pub use allocation::{Allocation, DeviceId, DeviceKind};
 pub use config::{PoolType, StorageBuilder, StorageConfig};
 pub use error::{BuildError, FreeError, StorageError};
 pub use naive::NaiveStorage;
+pub use owned::OwnedAllocation;
 pub use pool::PooledStorage;
 pub use registry::Storages;
 pub use stats::StorageStats;

@@ -159,7 +159,8 @@ impl FreeLists {
 /// A pooled storage manager (exact-size or round, by its rounding).
 ///
 /// Made by [`StorageConfig::create`] for [`PoolType::Exact`] and
-/// [`PoolType::Round`], or directly with [`PooledStorage::new`].
+/// [`PoolType::Round`], or directly with [`PooledStorage::exact`] and
+/// [`PooledStorage::round`].
 pub struct PooledStorage {
     kind: PoolType,
     rounding: Rounding,
@@ -168,17 +169,19 @@ pub struct PooledStorage {
 }
 
 impl PooledStorage {
-    /// A pooled manager for `ctx` with the rounding of `kind`, taken from
-    /// `config`.
-    ///
-    /// # Panics
-    ///
-    /// Panics if `kind` is not [`PoolType::Exact`] or [`PoolType::Round`].
-    pub fn new(ctx: DeviceId, kind: PoolType, config: &StorageConfig) -> Self {
-        assert!(
-            matches!(kind, PoolType::Exact | PoolType::Round),
-            "PooledStorage::new: {kind:?} is not a pooled kind"
-        );
+    /// An exact-size pool ([`PoolType::Exact`]) for `ctx`: page size, large
+    /// threshold, alignment and limit from `config`.
+    pub fn exact(ctx: DeviceId, config: &StorageConfig) -> Self {
+        Self::with_kind(ctx, PoolType::Exact, config)
+    }
+
+    /// A round pool ([`PoolType::Round`]) for `ctx`: page size, cutoff,
+    /// alignment and limit from `config`.
+    pub fn round(ctx: DeviceId, config: &StorageConfig) -> Self {
+        Self::with_kind(ctx, PoolType::Round, config)
+    }
+
+    fn with_kind(ctx: DeviceId, kind: PoolType, config: &StorageConfig) -> Self {
         Self {
             kind,
             rounding: config.rounding_of(kind),

@@ -21,6 +21,7 @@ fn build_from(vars: &[(&str, &str)]) -> Result<StorageConfig, BuildError> {
 fn handles_and_managers_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Allocation>();
+    send_sync::<OwnedAllocation>();
     send_sync::<NaiveStorage>();
     send_sync::<PooledStorage>();
     send_sync::<UnpooledStorage>();
