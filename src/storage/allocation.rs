@@ -89,6 +89,32 @@ impl fmt::Display for DeviceId {
 /// * Fresh blocks, and blocks reused from a pool, hold unspecified bytes: they
 ///   count as uninitialised until written.
 ///
+/// The types forbid freeing twice and using a freed block:
+///
+/// ```compile_fail,E0382
+/// use depengine::storage::{DeviceId, StorageConfig};
+/// let storage = StorageConfig::default().create(DeviceId::cpu(0));
+/// let a = storage.allocate(10).unwrap();
+/// storage.free(a).unwrap();
+/// storage.free(a).unwrap(); // error: use of moved value `a`
+/// ```
+///
+/// ```compile_fail,E0599
+/// use depengine::storage::{DeviceId, StorageConfig};
+/// let storage = StorageConfig::default().create(DeviceId::cpu(0));
+/// let a = storage.allocate(10).unwrap();
+/// let b = a.clone(); // error: `Allocation` is not `Clone`
+/// ```
+///
+/// ```compile_fail,E0505
+/// use depengine::storage::{DeviceId, StorageConfig};
+/// let storage = StorageConfig::default().create(DeviceId::cpu(0));
+/// let mut a = storage.allocate(10).unwrap();
+/// let view = a.as_uninit_mut();
+/// storage.free(a).unwrap(); // error: `a` is borrowed by `view`
+/// view[0].write(1);
+/// ```
+///
 /// # Thread safety
 ///
 /// `Allocation` is `Send` and `Sync`: it owns its block exclusively, and
