@@ -14,7 +14,7 @@ use depengine::storage::{
 use depengine::util::rng::SplitMix64;
 
 const THREADS: u64 = 8;
-const OPS: usize = 1500;
+const OPS: usize = 3000;
 const MAX_LIVE: usize = 24;
 const SEED: u64 = 0x5EED_0003;
 
