@@ -60,6 +60,9 @@ fn serial(exprs: &[Expr]) -> Vec<f64> {
 /// satisfies Rust — it is never contended in a way that orders anything.
 type Values = Arc<Vec<Mutex<f64>>>;
 
+/// A closure run on a foreign "device" thread.
+type Job = Box<dyn FnOnce() + Send>;
+
 fn snapshot(values: &Values, e: &Expr) -> f64 {
     let mut sum = 0.0;
     for &r in &e.reads {
@@ -81,12 +84,7 @@ enum Mode {
     Priorities,
 }
 
-fn run(
-    engine: &Engine,
-    exprs: &[Expr],
-    mode: Mode,
-    completer: &mpsc::Sender<Box<dyn FnOnce() + Send>>,
-) -> Vec<f64> {
+fn run(engine: &Engine, exprs: &[Expr], mode: Mode, completer: &mpsc::Sender<Job>) -> Vec<f64> {
     let vars: Vec<Var> = (0..VARS).map(|_| engine.new_var()).collect();
     let values: Values = Arc::new((0..VARS).map(|i| Mutex::new(i as f64)).collect());
     for _ in 0..REPEATS {
@@ -138,11 +136,8 @@ fn run(
 }
 
 /// Two foreign threads that run closures handed to them (the "device").
-fn completers() -> (
-    mpsc::Sender<Box<dyn FnOnce() + Send>>,
-    Vec<std::thread::JoinHandle<()>>,
-) {
-    let (tx, rx) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
+fn completers() -> (mpsc::Sender<Job>, Vec<std::thread::JoinHandle<()>>) {
+    let (tx, rx) = mpsc::channel::<Job>();
     let rx = Arc::new(Mutex::new(rx));
     let handles = (0..2)
         .map(|_| {
