@@ -284,28 +284,3 @@ pub(crate) mod deque {
         }
     }
 }
-
-/// Bounded free list used to recycle op blocks.
-#[cfg(not(loom))]
-pub(crate) use crossbeam_queue::ArrayQueue;
-
-#[cfg(loom)]
-pub(crate) struct ArrayQueue<T>(Mutex<std::collections::VecDeque<T>>, usize);
-
-#[cfg(loom)]
-impl<T> ArrayQueue<T> {
-    pub(crate) fn new(cap: usize) -> Self {
-        ArrayQueue(Mutex::new(std::collections::VecDeque::new()), cap)
-    }
-    pub(crate) fn push(&self, v: T) -> Result<(), T> {
-        let mut q = self.0.lock();
-        if q.len() >= self.1 {
-            return Err(v);
-        }
-        q.push_back(v);
-        Ok(())
-    }
-    pub(crate) fn pop(&self) -> Option<T> {
-        self.0.lock().pop_front()
-    }
-}

@@ -316,13 +316,14 @@ fn diagnostics_name_the_blocked_ops() {
     let engine = Engine::builder().kind(EngineKind::Pooled).build().unwrap();
     let a = engine.new_named_var("weights");
     let b = engine.new_var();
+    // Completed only after the report below was taken.
+    let (release, gate) = std::sync::mpsc::channel::<()>();
     engine
         .push_async(OpDesc::new("never yet").writes(&a), move |_, done| {
-            // Completed below, after the report was taken.
-            std::mem::forget(std::thread::spawn(move || {
-                std::thread::sleep(std::time::Duration::from_millis(50));
+            std::thread::spawn(move || {
+                let _ = gate.recv();
                 done.done();
-            }));
+            });
         })
         .unwrap();
     engine
@@ -343,6 +344,7 @@ fn diagnostics_name_the_blocked_ops() {
         text.contains("never yet") && text.contains("blocked") && text.contains("weights"),
         "{text}"
     );
+    release.send(()).unwrap();
     engine.wait_for_all().unwrap();
     assert!(engine.pending_ops().vars.is_empty());
 }

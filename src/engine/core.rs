@@ -15,7 +15,7 @@
 //!    it runs the body, catching panics at the op boundary (rule 5).
 //! 3. `complete` records a failure on the written vars before releasing them,
 //!    releases every var (collecting ops that became ready), recycles the block,
-//!    and decrements the pending count, waking `wait_for_all` at zero.
+//!    and counts the op completed, waking `wait_for_all` when nothing is left.
 //!
 //! Bookkeeping runs under [`AbortOnPanic`]: a panic there would leave var
 //! queues half updated, so it aborts instead of unwinding into user code.
@@ -25,10 +25,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
 use crate::sync::{
-    engine_thread_local, fence, Arc, ArrayQueue, AtomicBool, AtomicU64, AtomicUsize, CachePadded,
-    Condvar, Mutex, Ordering, Weak,
+    engine_thread_local, fence, Arc, AtomicBool, AtomicU64, AtomicUsize, CachePadded, Condvar,
+    Mutex, Ordering, Weak,
 };
 
+use super::block_pool::BlockPool;
 use super::completion::Completion;
 use super::error::{EngineError, Failure, FailureKind, OpError};
 use super::executor::Executor;
@@ -44,12 +45,6 @@ engine_thread_local! {
 
 /// Engine ids start at 1 so that 0 can mean "no engine".
 static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-/// Capacity of the recycled op-block free list.
-#[cfg(not(loom))]
-const BLOCK_POOL_CAPACITY: usize = 4096;
-#[cfg(loom)]
-const BLOCK_POOL_CAPACITY: usize = 2;
 
 /// How an op ended.
 pub(crate) enum Outcome {
@@ -131,14 +126,18 @@ pub(crate) struct Core {
     self_ref: Weak<Core>,
     next_var: AtomicU64,
     next_seq: AtomicU64,
-    pending: CachePadded<AtomicUsize>,
+    /// Ops pushed, written by pushing threads only.
+    pushed: CachePadded<AtomicU64>,
+    /// Ops completed, written by completing threads only: split from `pushed`
+    /// so that pushers and workers do not share a counter's cache line.
+    completed: CachePadded<AtomicU64>,
     idle_waiters: AtomicUsize,
     idle_lock: Mutex<()>,
     idle_cv: Condvar,
     shut_down: AtomicBool,
     failures: Mutex<Vec<LogEntry>>,
     vars: Mutex<Vec<Weak<VarInner>>>,
-    blocks: ArrayQueue<Box<OpBlock>>,
+    blocks: BlockPool,
     executor: once_cell::sync::OnceCell<Executor>,
 }
 
@@ -151,14 +150,15 @@ impl Core {
             self_ref: weak.clone(),
             next_var: AtomicU64::new(0),
             next_seq: AtomicU64::new(0),
-            pending: CachePadded::new(AtomicUsize::new(0)),
+            pushed: CachePadded::new(AtomicU64::new(0)),
+            completed: CachePadded::new(AtomicU64::new(0)),
             idle_waiters: AtomicUsize::new(0),
             idle_lock: Mutex::new(()),
             idle_cv: Condvar::new(),
             shut_down: AtomicBool::new(false),
             failures: Mutex::new(Vec::new()),
             vars: Mutex::new(Vec::new()),
-            blocks: ArrayQueue::new(BLOCK_POOL_CAPACITY),
+            blocks: BlockPool::new(),
             executor: once_cell::sync::OnceCell::new(),
         });
         let executor = Executor::start(&core)?;
@@ -264,10 +264,7 @@ impl Core {
         }
 
         let _guard = AbortOnPanic::new();
-        let mut block = self
-            .blocks
-            .pop()
-            .unwrap_or_else(|| Box::new(OpBlock::empty()));
+        let mut block = self.blocks.take();
         block.seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         block.name = desc.name;
         block.context = desc.context;
@@ -282,7 +279,7 @@ impl Core {
         block.wait.store(nvars + 1, Ordering::Relaxed);
         let deletes = block.property == Property::DeleteVar;
 
-        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.pushed.fetch_add(1, Ordering::SeqCst);
         // From here on the block is shared with other threads through var
         // queues: only `&OpBlock` (plus the guard-protected cells) is used.
         let op = OpPtr(NonNull::from(Box::leak(block)));
@@ -419,9 +416,12 @@ impl Core {
         // more, so this thread holds the only pointer: rebuild the box.
         let mut block = unsafe { Box::from_raw(op.0.as_ptr()) };
         block.reset();
-        let _ = self.blocks.push(block);
-        if self.pending.fetch_sub(1, Ordering::SeqCst) == 1
-            && self.idle_waiters.load(Ordering::SeqCst) > 0
+        self.blocks.give(block);
+        // Wake idle waiters when this completion may have emptied the engine
+        // (see `wait_idle` for why this loses no wake-up).
+        let done = self.completed.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.idle_waiters.load(Ordering::SeqCst) > 0
+            && done == self.pushed.load(Ordering::SeqCst)
         {
             let _g = self.idle_lock.lock();
             self.idle_cv.notify_all();
@@ -508,15 +508,34 @@ impl Core {
         }
     }
 
+    /// True when, at one instant, every op pushed so far had completed.
+    ///
+    /// `completed` is read before `pushed`: since an op is counted as pushed
+    /// before it can complete, `completed <= pushed` at every instant, so
+    /// reading `c` then `p >= c(then)` and finding `c == p` means that when
+    /// `c` was read nothing was pending.
+    fn idle(&self) -> bool {
+        let c = self.completed.load(Ordering::SeqCst);
+        c == self.pushed.load(Ordering::SeqCst)
+    }
+
     /// Blocks until no op is pending.
+    ///
+    /// No lost wake-up: the completer increments `completed`, then reads
+    /// `idle_waiters`, then `pushed` (all SeqCst); the waiter increments
+    /// `idle_waiters`, then checks `idle()` under the lock. Either the
+    /// completer sees the waiter and notifies under the lock (the waiter is
+    /// then checking or already waiting), or the waiter's check comes after
+    /// the increment and sees it. The completion that makes `completed`
+    /// catch up with `pushed` is the one that notifies.
     fn wait_idle(&self) -> Result<(), EngineError> {
-        if self.pending.load(Ordering::SeqCst) == 0 {
+        if self.idle() {
             return Ok(());
         }
         self.idle_waiters.fetch_add(1, Ordering::SeqCst);
         {
             let mut g = self.idle_lock.lock();
-            while self.pending.load(Ordering::SeqCst) != 0 {
+            while !self.idle() {
                 self.idle_cv.wait(&mut g);
             }
         }
@@ -552,7 +571,9 @@ impl Core {
     }
 
     pub(crate) fn pending(&self) -> usize {
-        self.pending.load(Ordering::SeqCst)
+        let c = self.completed.load(Ordering::SeqCst);
+        let p = self.pushed.load(Ordering::SeqCst);
+        p.saturating_sub(c) as usize
     }
 
     // ------------------------------------------------------------------

@@ -34,6 +34,7 @@
 //! what depends on them and are reported by waits, misuse is an `Err`.
 //! `PROTOCOL.md` beside this file explains how the code keeps it.
 
+mod block_pool;
 mod builder;
 mod completion;
 mod core;

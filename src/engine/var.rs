@@ -319,13 +319,13 @@ impl VarInner {
 }
 
 /// Appends an op to all its vars at once: every var's lock is taken, in
-/// address order, before the first append and released after the last.
+/// var-id order, before the first append and released after the last.
 ///
 /// Why: with several pushing threads, appending var by var could queue op X
 /// before Y on one var and Y before X on another — a cycle, so neither would
 /// ever run. Holding all the locks (two-phase locking) makes the appends of
 /// any two ops that share vars happen in one order on every shared var;
-/// taking the locks in address order makes the locking itself deadlock-free.
+/// taking the locks in one global order makes the locking deadlock-free.
 /// One-var ops — the common case — take one lock as before.
 ///
 /// Returns how many vars granted the op at once, and whether any had been
@@ -345,7 +345,9 @@ pub(crate) fn append_all(
         return (a.granted as usize, a.after_delete);
     }
     const INLINE: usize = 16;
-    let key = |v: &Arc<VarInner>| Arc::as_ptr(v) as usize;
+    // Var ids are unique within an engine and all vars of an op belong to
+    // one engine (checked at push), so they give a total lock order.
+    let key = |v: &Arc<VarInner>| v.id.id as usize;
     let mut inline_order = [(0usize, false, 0usize); INLINE];
     let mut spill_order = Vec::new();
     let order: &mut [(usize, bool, usize)] = if n <= INLINE {
