@@ -20,7 +20,7 @@ use super::op::OpBlock;
 const BATCH: usize = 64;
 /// Batches kept in the shared list; beyond that, blocks are freed.
 #[cfg(not(loom))]
-const MAX_BATCHES: usize = 64;
+const MAX_BATCHES: usize = 1024;
 
 #[cfg(not(loom))]
 mod imp {

@@ -33,7 +33,7 @@ use super::block_pool::BlockPool;
 use super::completion::Completion;
 use super::error::{EngineError, Failure, FailureKind, OpError};
 use super::executor::Executor;
-use super::op::{Body, Context, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property};
+use super::op::{Body, Context, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property, VarVec};
 use super::ready::ReadyList;
 use super::var::{append_all, Var, VarId, VarInner};
 use super::EngineConfig;
@@ -385,7 +385,7 @@ impl Core {
                 self.failures.lock().push(LogEntry {
                     failure: f.clone(),
                     reported: false,
-                    tainted: b.writes.clone(),
+                    tainted: b.writes.to_vec(),
                 });
                 Some(f)
             }
@@ -649,7 +649,7 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
     }
 }
 
-fn dedup_small(v: &mut Vec<Arc<VarInner>>, key: impl Fn(&Arc<VarInner>) -> usize) {
+fn dedup_small(v: &mut VarVec, key: impl Fn(&Arc<VarInner>) -> usize) {
     let mut i = 1;
     while i < v.len() {
         if v[..i].iter().any(|x| key(x) == key(&v[i])) {

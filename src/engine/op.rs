@@ -316,26 +316,36 @@ pub(crate) enum Body {
 /// belong to the one thread that brought `wait` to zero (it runs the op).
 /// After completion the block goes back to the pool.
 pub(crate) struct OpBlock {
+    // Fields are ordered so that what a worker touches for every op (the
+    // counter, the kind, the var lists with their inline storage, the body)
+    // sits in the first cache lines; the var lists keep up to
+    // `INLINE_VARS` vars inline, so running an op reads no separate buffer.
     /// Dependencies still missing, plus one guard held by the pusher while it
     /// appends the op to its vars (so the op cannot start before every var has it).
     pub(crate) wait: AtomicUsize,
-    pub(crate) seq: u64,
-    pub(crate) name: Cow<'static, str>,
-    /// Vars read and not written, deduplicated.
-    pub(crate) reads: Vec<Arc<VarInner>>,
-    /// Vars written, deduplicated.
-    pub(crate) writes: Vec<Arc<VarInner>>,
-    pub(crate) context: Context,
     pub(crate) property: Property,
-    pub(crate) priority: i32,
     /// Internal waits that write a var without counting as a write.
     pub(crate) bump_version: bool,
-    pub(crate) body: UnsafeCell<Body>,
     /// Met a deleted var at push time: fails instead of running.
     pub(crate) poisoned: UnsafeCell<bool>,
+    pub(crate) priority: i32,
+    /// Vars written, deduplicated.
+    pub(crate) writes: VarVec,
+    /// Vars read and not written, deduplicated.
+    pub(crate) reads: VarVec,
+    pub(crate) body: UnsafeCell<Body>,
+    pub(crate) seq: u64,
+    pub(crate) context: Context,
+    pub(crate) name: Cow<'static, str>,
     /// Told the outcome when the op completes.
     pub(crate) signal: Option<Arc<Signal>>,
 }
+
+/// Vars kept inline in an op block before spilling to the heap.
+pub(crate) const INLINE_VARS: usize = 4;
+
+/// An op's var list: inline for the common few vars.
+pub(crate) type VarVec = smallvec::SmallVec<[Arc<VarInner>; INLINE_VARS]>;
 
 impl OpBlock {
     pub(crate) fn empty() -> Self {
@@ -343,8 +353,8 @@ impl OpBlock {
             wait: AtomicUsize::new(0),
             seq: 0,
             name: Cow::Borrowed(""),
-            reads: Vec::new(),
-            writes: Vec::new(),
+            reads: VarVec::new(),
+            writes: VarVec::new(),
             context: Context::Cpu(0),
             property: Property::Normal,
             priority: 0,
