@@ -134,8 +134,10 @@ pub fn exact(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: &E
     };
     let heuristic_options = ImproveOptions {
         alignment: align,
-        // A bounded share of the time goes to the heuristic.
+        // A bounded share of the time goes to the heuristic; the exact
+        // search, not a long local search, is what closes the last gap.
         time_limit: options.time_limit.map(|t| t / 4),
+        iterations: 30,
         ..ImproveOptions::default()
     };
     let heuristic = improve(records, conflicts, &heuristic_options);
@@ -149,6 +151,14 @@ pub fn exact(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: &E
                     plan: heuristic,
                     fits: Fits::Yes,
                     nodes: 0,
+                };
+            }
+            if let Some(plan) = core_first(records, conflicts, cap, align, &mut budget) {
+                return ExactOutcome {
+                    proven_bound: bound,
+                    plan,
+                    fits: Fits::Yes,
+                    nodes: budget.nodes,
                 };
             }
             let fits = solver.solve(cap, &mut budget);
@@ -170,6 +180,11 @@ pub fn exact(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: &E
             // real models it is usually reachable.
             let mut probe = low;
             while low < best.total_size && !budget.exhausted {
+                if let Some(plan) = core_first(records, conflicts, probe, align, &mut budget) {
+                    best = plan;
+                    probe = low + (best.total_size.saturating_sub(1).saturating_sub(low)) / 2;
+                    continue;
+                }
                 match solver.solve(probe, &mut budget) {
                     Fits::Yes => best = solver.plan(),
                     Fits::No => low = probe + 1,
@@ -188,6 +203,65 @@ pub fn exact(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: &E
     }
 }
 
+/// A shortcut that often settles the real models at once: search exactly
+/// only over the tensors alive at the widest ops (where a tight capacity
+/// leaves no slack), pin them, and place everything else around them with
+/// the heuristic orders. Returns a plan within `capacity` or None (which
+/// proves nothing; the full search follows).
+fn core_first(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    capacity: u64,
+    align: u64,
+    budget: &mut Budget,
+) -> Option<OffsetsAssignment> {
+    if conflicts.is_some_and(|c| !c.is_empty()) || records.is_empty() {
+        return None;
+    }
+    let breadths = super::lower_bound::task_breadths(records);
+    let widest = breadths.iter().copied().max().unwrap_or(0);
+    let core: Vec<usize> = (0..records.len())
+        .filter(|&i| {
+            let r = &records[i];
+            breadths[r.first..=r.last].contains(&widest)
+        })
+        .collect();
+    if core.len() == records.len() {
+        return None;
+    }
+    let sub: Vec<UsageRecord> = core.iter().map(|&i| records[i].clone()).collect();
+    let mut solver = Solver::new(&sub, None, align);
+    // The core gets at most a tenth of the remaining node budget, so the
+    // full search keeps most of it.
+    let mut core_budget = Budget {
+        deadline: budget.deadline,
+        nodes: 0,
+        node_limit: (budget.node_limit.saturating_sub(budget.nodes) / 10).max(1),
+        exhausted: false,
+    };
+    let fits = solver.solve(capacity, &mut core_budget);
+    budget.nodes += core_budget.nodes;
+    if fits != Fits::Yes {
+        return None;
+    }
+    let fixed: Vec<(usize, u64)> = core.iter().zip(&solver.offsets).map(|(&i, &o)| (i, o)).collect();
+    let mut is_core = vec![false; records.len()];
+    for &i in &core {
+        is_core[i] = true;
+    }
+    let mut placer = super::offsets::Placer::new(records, None, align);
+    for order in super::improve::seed_orders(records) {
+        let rest: Vec<usize> = order.into_iter().filter(|&i| !is_core[i]).collect();
+        for fit in [super::offsets::Fit::Best, super::offsets::Fit::First] {
+            let plan = placer.place_around(&fixed, &rest, fit);
+            if plan.total_size <= capacity {
+                return Some(plan);
+            }
+        }
+    }
+    None
+}
+
 /// The depth-first search over one set of records.
 struct Solver<'a> {
     records: &'a [UsageRecord],
@@ -201,6 +275,8 @@ struct Solver<'a> {
     span: Vec<(usize, usize)>,
     sections: usize,
     offsets: Vec<u64>,
+    /// Whether the current pass skipped a branch for lack of discrepancies.
+    cut: bool,
 }
 
 impl<'a> Solver<'a> {
@@ -263,6 +339,7 @@ impl<'a> Solver<'a> {
             span,
             sections,
             offsets: vec![0; n],
+            cut: false,
         }
     }
 
@@ -314,10 +391,20 @@ impl<'a> Solver<'a> {
             return Fits::No;
         }
         let left = state.active.len();
-        match self.dfs(&mut state, capacity, 0, None, left, budget) {
-            Some(true) => Fits::Yes,
-            Some(false) => Fits::No,
-            None => Fits::Unknown,
+        // Limited discrepancy search: first allow no deviation from the
+        // heuristic's first choice, then 1, 2, 4, ... deviations. The
+        // heuristic is nearly right on real models, and a wrong early choice
+        // is found far sooner than by plain chronological backtracking. A
+        // pass that never had to skip a branch was exhaustive.
+        let mut limit = 0usize;
+        loop {
+            self.cut = false;
+            match self.dfs(&mut state, capacity, 0, None, left, limit, budget) {
+                Some(true) => return Fits::Yes,
+                None => return Fits::Unknown,
+                Some(false) if !self.cut => return Fits::No,
+                Some(false) => limit = if limit == 0 { 1 } else { limit * 2 },
+            }
         }
     }
 
@@ -327,6 +414,7 @@ impl<'a> Solver<'a> {
 
     /// Returns Some(true) when a placement was found (offsets hold it),
     /// Some(false) when this subtree has none, None when the budget ran out.
+    #[allow(clippy::too_many_arguments)]
     fn dfs(
         &mut self,
         st: &mut State,
@@ -334,6 +422,7 @@ impl<'a> Solver<'a> {
         last_offset: u64,
         last_index: Option<usize>,
         left: usize,
+        discrepancies: usize,
         budget: &mut Budget,
     ) -> Option<bool> {
         if left == 0 {
@@ -369,11 +458,20 @@ impl<'a> Solver<'a> {
                 && self.twin_before[i].is_none_or(|t| st.placed[t])
         });
         let recs = self.records;
+        // Longest-lived first at the lowest offset: the tensors that span
+        // many sections are the hardest to fit later (on the training graphs
+        // this finds lower-bound plans without backtracking, where size-first
+        // backtracks for long).
         cands.sort_by_key(|&(cand, i)| {
             let r = &recs[i];
-            (cand, std::cmp::Reverse(r.size), std::cmp::Reverse(r.last - r.first), i)
+            (cand, std::cmp::Reverse(r.last - r.first), std::cmp::Reverse(r.size), i)
         });
-        for (cand, i) in cands {
+        for (k, (cand, i)) in cands.into_iter().enumerate() {
+            let spent = usize::from(k > 0);
+            if spent > discrepancies {
+                self.cut = true;
+                break;
+            }
             // Place i at cand.
             let size = self.records[i].size;
             let top = self.up(cand + size);
@@ -393,7 +491,7 @@ impl<'a> Solver<'a> {
                     st.floor[j] = top;
                 }
             }
-            let r = self.dfs(st, capacity, cand, Some(i), left - 1, budget);
+            let r = self.dfs(st, capacity, cand, Some(i), left - 1, discrepancies - spent, budget);
             for (j, f) in raised {
                 st.floor[j] = f;
             }

@@ -45,7 +45,7 @@ fn sorted_by<K: Ord>(n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
 }
 
 /// The fixed orders tried first, greedy by size's own order first.
-fn seed_orders(records: &[UsageRecord]) -> Vec<Vec<usize>> {
+pub(crate) fn seed_orders(records: &[UsageRecord]) -> Vec<Vec<usize>> {
     use std::cmp::Reverse;
     let n = records.len();
     let span = |i: usize| (records[i].last - records[i].first + 1) as u64;

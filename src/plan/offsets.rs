@@ -62,8 +62,19 @@ impl<'a> Placer<'a> {
 
     /// Places every tensor of `order`; returns offsets and total.
     pub(crate) fn place(&mut self, order: &[usize], fit: Fit) -> OffsetsAssignment {
+        self.place_around(&[], order, fit)
+    }
+
+    /// Puts the `fixed` tensors at their given offsets, then places every
+    /// tensor of `order` around them.
+    pub(crate) fn place_around(&mut self, fixed: &[(usize, u64)], order: &[usize], fit: Fit) -> OffsetsAssignment {
         self.placed.iter_mut().for_each(|p| *p = false);
         let mut total = 0u64;
+        for &(i, o) in fixed {
+            self.placed[i] = true;
+            self.offsets[i] = o;
+            total = total.max(o + self.records[i].size);
+        }
         for &i in order {
             let size = self.records[i].size;
             self.busy.clear();
