@@ -30,9 +30,8 @@ pub fn best_objects(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> O
     best
 }
 
-/// The smallest offsets plan among greedy by size, greedy in order, greedy
-/// by breadth and the best shared-objects plan laid out as offsets (without
-/// alignment only, since objects are laid out end to end).
+/// The smallest offsets plan among greedy by size, greedy in order and
+/// greedy by breadth (ties go to the earlier one).
 pub fn best_offsets(records: &[UsageRecord], conflicts: Option<&Conflicts>, alignment: u64) -> OffsetsAssignment {
     let mut best = offsets_greedy_by_size(records, conflicts, alignment);
     let mut consider = |cand: OffsetsAssignment| {
@@ -42,8 +41,5 @@ pub fn best_offsets(records: &[UsageRecord], conflicts: Option<&Conflicts>, alig
     };
     consider(offsets_greedy_in_order(records, conflicts, alignment));
     consider(offsets_greedy_by_breadth(records, conflicts, alignment));
-    if alignment <= 1 {
-        consider(best_objects(records, conflicts).to_offsets());
-    }
     best
 }

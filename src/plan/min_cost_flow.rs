@@ -8,10 +8,14 @@
 //! then chain tensors into objects.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use super::records::UsageRecord;
 use super::{order_by_first, ObjectsAssignment};
+
+/// How many of the most recently freed tensors each tensor may reuse.
+/// TFLite offers all of them; the window only binds past this many.
+pub const REUSE_WINDOW: usize = 256;
 
 struct Edge {
     to: usize,
@@ -35,8 +39,10 @@ impl Graph {
 }
 
 /// Assigns objects by a minimum-cost flow, solved with successive shortest
-/// paths found by the queue-based Bellman-Ford (SPFA) that TFLite uses, so
-/// ties resolve the same way.
+/// paths (Dijkstra over reduced costs). TFLite finds its paths with a
+/// queue-based Bellman-Ford instead; both reach a minimum-cost flow, and on
+/// TFLite's test vectors the same assignment, but Dijkstra is several times
+/// faster on graphs with a thousand tensors.
 pub fn min_cost_flow(records: &[UsageRecord]) -> ObjectsAssignment {
     let order = order_by_first(records);
     let n = records.len();
@@ -60,50 +66,119 @@ pub fn min_cost_flow(records: &[UsageRecord]) -> ObjectsAssignment {
         g.add(source, k, 0);
         g.add(n + k, sink, 0);
         g.add(source, n + k, rec(k).size as i64);
-        for &j in &dead {
+        // Beyond REUSE_WINDOW freed tensors only the most recently freed are
+        // offered: the graph would otherwise grow with the square of the
+        // tensor count, and so would every shortest-path search.
+        for &j in &dead[dead.len().saturating_sub(REUSE_WINDOW)..] {
             let cost = rec(k).size.saturating_sub(rec(j).size) as i64;
             g.add(j, n + k, cost);
         }
     }
     let vertices = 2 * n + 2;
-    let mut prev_edge = vec![0usize; vertices];
+    // Dijkstra with Johnson potentials: every original edge costs >= 0, so
+    // zero potentials start valid. The search stops once the sink is
+    // settled; vertices not settled get the sink's distance added to their
+    // potential, which keeps every residual reduced cost non-negative.
+    let mut potential = vec![0i64; vertices];
+    let mut dist = vec![i64::MAX; vertices];
+    let mut done = vec![false; vertices];
+    let mut touched: Vec<usize> = Vec::new();
+    let mut heap: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
+    let mut arc = vec![0usize; vertices];
+    let mut blocked = vec![false; vertices];
+    let mut path: Vec<usize> = Vec::new();
+    let mut on_path = vec![false; vertices];
     loop {
-        let mut dist = vec![i64::MAX; vertices];
-        let mut stamp = vec![0usize; vertices];
-        let mut cur = VecDeque::from([source]);
-        let mut next = VecDeque::new();
-        let mut round = 1usize;
-        stamp[source] = round;
+        for &v in &touched {
+            dist[v] = i64::MAX;
+            done[v] = false;
+        }
+        touched.clear();
+        heap.clear();
         dist[source] = 0;
-        while !cur.is_empty() {
-            round += 1;
-            while let Some(v) = cur.pop_front() {
-                for &e in &g.from[v] {
-                    let edge = &g.edges[e];
-                    if edge.cap > 0 {
-                        let nd = dist[v] + edge.cost;
-                        if nd < dist[edge.to] {
-                            dist[edge.to] = nd;
-                            prev_edge[edge.to] = e;
-                            if stamp[edge.to] != round {
-                                stamp[edge.to] = round;
-                                next.push_back(edge.to);
-                            }
-                        }
+        touched.push(source);
+        heap.push(Reverse((0, source)));
+        while let Some(Reverse((d, v))) = heap.pop() {
+            if done[v] || d > dist[v] {
+                continue;
+            }
+            done[v] = true;
+            if v == sink {
+                break;
+            }
+            for &e in &g.from[v] {
+                let edge = &g.edges[e];
+                if edge.cap <= 0 || done[edge.to] {
+                    continue;
+                }
+                let nd = d + edge.cost + potential[v] - potential[edge.to];
+                if nd < dist[edge.to] {
+                    if dist[edge.to] == i64::MAX {
+                        touched.push(edge.to);
                     }
+                    dist[edge.to] = nd;
+                    heap.push(Reverse((nd, edge.to)));
                 }
             }
-            std::mem::swap(&mut cur, &mut next);
         }
-        if dist[sink] == i64::MAX {
+        if !done[sink] {
             break;
         }
-        let mut v = sink;
-        while v != source {
-            let e = prev_edge[v];
-            g.edges[e].cap -= 1;
-            g.edges[e ^ 1].cap += 1;
-            v = g.edges[e ^ 1].to;
+        let d_sink = dist[sink];
+        for v in 0..vertices {
+            potential[v] += if done[v] { dist[v] } else { d_sink };
+        }
+        // Push as many unit paths as the zero-reduced-cost edges allow
+        // before the next search: each is a shortest path, so one search
+        // serves many augmentations.
+        let reduced = |g: &Graph, e: usize, from: usize, potential: &[i64]| {
+            let edge = &g.edges[e];
+            edge.cost + potential[from] - potential[edge.to]
+        };
+        arc.iter_mut().for_each(|a| *a = 0);
+        blocked.iter_mut().for_each(|b| *b = false);
+        loop {
+            // Iterative DFS with current-arc pointers along admissible edges.
+            path.clear();
+            let mut v = source;
+            let found = loop {
+                if v == sink {
+                    break true;
+                }
+                let mut advanced = false;
+                while arc[v] < g.from[v].len() {
+                    let e = g.from[v][arc[v]];
+                    let to = g.edges[e].to;
+                    if g.edges[e].cap > 0 && !blocked[to] && !on_path[to] && reduced(&g, e, v, &potential) == 0 {
+                        path.push(e);
+                        on_path[v] = true;
+                        v = to;
+                        advanced = true;
+                        break;
+                    }
+                    arc[v] += 1;
+                }
+                if advanced {
+                    continue;
+                }
+                blocked[v] = true;
+                match path.pop() {
+                    Some(e) => {
+                        v = g.edges[e ^ 1].to;
+                        on_path[v] = false;
+                        arc[v] += 1;
+                    }
+                    None => break false,
+                }
+            };
+            if !found {
+                break;
+            }
+            for &e in &path {
+                on_path[g.edges[e ^ 1].to] = false;
+                g.edges[e].cap -= 1;
+                g.edges[e ^ 1].cap += 1;
+            }
         }
     }
     let mut out = ObjectsAssignment {

@@ -58,7 +58,7 @@ pub use greedy_by_size::{greedy_by_size, greedy_by_size_dist, offsets_greedy_by_
 pub use greedy_in_order::{greedy_in_order, offsets_greedy_in_order};
 pub use improve::{improve, ImproveOptions};
 pub use lower_bound::{lower_bound, positional_maximums, task_breadths, task_profiles};
-pub use min_cost_flow::min_cost_flow;
+pub use min_cost_flow::{min_cost_flow, REUSE_WINDOW};
 pub use naive::naive;
 pub use offsets::{place_in_order, Fit};
 pub use records::{Records, RecordsError, UsageRecord};
