@@ -10,12 +10,18 @@ use depengine::util::rng::SplitMix64;
 fn random_records(rng: &mut SplitMix64, max_n: u64, max_ops: u64) -> Vec<UsageRecord> {
     let n = rng.range_inclusive(1, max_n) as usize;
     let ops = rng.range_inclusive(1, max_ops) as usize;
-    let palette: Vec<u64> = (0..rng.range_inclusive(1, 6)).map(|_| 8 * rng.range_inclusive(1, 64)).collect();
+    let palette: Vec<u64> = (0..rng.range_inclusive(1, 6))
+        .map(|_| 8 * rng.range_inclusive(1, 64))
+        .collect();
     (0..n)
         .map(|i| {
             let first = rng.below(ops as u64) as usize;
             let long = rng.below(5) == 0;
-            let len = if long { rng.below(ops as u64) } else { rng.below(4) } as usize;
+            let len = if long {
+                rng.below(ops as u64)
+            } else {
+                rng.below(4)
+            } as usize;
             let last = (first + len).min(ops - 1);
             let size = match rng.below(10) {
                 0 => 0,
@@ -51,7 +57,11 @@ fn every_strategy_validates_and_respects_the_lower_bound() {
                 .validate(&recs, None, 1)
                 .unwrap_or_else(|e| panic!("case {case} {}: {e}\n{recs:?}", s.name()));
             let t = out.plan.total();
-            assert!(t >= lb, "case {case} {}: {t} below the lower bound {lb}", s.name());
+            assert!(
+                t >= lb,
+                "case {case} {}: {t} below the lower bound {lb}",
+                s.name()
+            );
             totals.insert(s, t);
         }
         for s in [
@@ -61,13 +71,31 @@ fn every_strategy_validates_and_respects_the_lower_bound() {
             Strategy::GreedyBySizeDist,
             Strategy::MinCostFlow,
         ] {
-            assert!(totals[&Strategy::BestObjects] <= totals[&s], "case {case}: best_objects above {}", s.name());
+            assert!(
+                totals[&Strategy::BestObjects] <= totals[&s],
+                "case {case}: best_objects above {}",
+                s.name()
+            );
         }
-        for s in [Strategy::OffsetsGreedyBySize, Strategy::OffsetsGreedyInOrder, Strategy::OffsetsGreedyByBreadth] {
-            assert!(totals[&Strategy::OffsetsBest] <= totals[&s], "case {case}: offsets_best above {}", s.name());
+        for s in [
+            Strategy::OffsetsGreedyBySize,
+            Strategy::OffsetsGreedyInOrder,
+            Strategy::OffsetsGreedyByBreadth,
+        ] {
+            assert!(
+                totals[&Strategy::OffsetsBest] <= totals[&s],
+                "case {case}: offsets_best above {}",
+                s.name()
+            );
         }
-        assert!(totals[&Strategy::Improve] <= totals[&Strategy::OffsetsGreedyBySize], "case {case}");
-        assert!(totals[&Strategy::Exact] <= totals[&Strategy::Improve], "case {case}");
+        assert!(
+            totals[&Strategy::Improve] <= totals[&Strategy::OffsetsGreedyBySize],
+            "case {case}"
+        );
+        assert!(
+            totals[&Strategy::Exact] <= totals[&Strategy::Improve],
+            "case {case}"
+        );
         // Equal sizes only ever share with equal sizes.
         let eq = equality(&recs);
         for (i, r) in recs.iter().enumerate() {
@@ -144,7 +172,11 @@ fn exact_agrees_with_brute_force_on_tiny_inputs() {
         let out = exact(&recs, None, &options);
         validate_offsets(&recs, None, &out.plan, 1).unwrap();
         let bf = brute_force(&recs);
-        assert!(out.plan.total_size <= bf, "case {case}: exact {} above brute force {bf}", out.plan.total_size);
+        assert!(
+            out.plan.total_size <= bf,
+            "case {case}: exact {} above brute force {bf}",
+            out.plan.total_size
+        );
         if out.fits == Fits::Yes {
             proven += 1;
             // Proven optimal: brute force cannot do better, and one byte
@@ -163,12 +195,22 @@ fn exact_agrees_with_brute_force_on_tiny_inputs() {
             }
         }
         // With the optimum as capacity the answer is yes, with a valid plan.
-        let at = exact(&recs, None, &ExactOptions { capacity: Some(bf), ..options.clone() });
+        let at = exact(
+            &recs,
+            None,
+            &ExactOptions {
+                capacity: Some(bf),
+                ..options.clone()
+            },
+        );
         assert_eq!(at.fits, Fits::Yes, "case {case}");
         assert!(at.plan.total_size <= bf);
         validate_offsets(&recs, None, &at.plan, 1).unwrap();
     }
-    assert!(proven >= 50, "only {proven} of 60 tiny cases proven optimal");
+    assert!(
+        proven >= 50,
+        "only {proven} of 60 tiny cases proven optimal"
+    );
 }
 
 /// Instances where the heuristics miss the lower bound, so the search
@@ -194,10 +236,20 @@ fn exact_searches_past_the_heuristics() {
         if heuristic == lb {
             continue;
         }
-        let out = exact(&recs, None, &ExactOptions { node_limit: 200_000, ..ExactOptions::default() });
+        let out = exact(
+            &recs,
+            None,
+            &ExactOptions {
+                node_limit: 200_000,
+                ..ExactOptions::default()
+            },
+        );
         validate_offsets(&recs, None, &out.plan, 1).unwrap();
         assert!(out.plan.total_size <= heuristic, "case {case}");
-        assert!(out.proven_bound >= lb && out.proven_bound <= out.plan.total_size, "case {case}");
+        assert!(
+            out.proven_bound >= lb && out.proven_bound <= out.plan.total_size,
+            "case {case}"
+        );
         assert!(out.nodes > 0, "case {case}: the search did not run");
         searched += 1;
     }

@@ -18,10 +18,20 @@ fn graph_derived_records_equal_the_records_files() {
         assert_eq!(from_graph.ops, from_file.ops, "{model}");
         assert_eq!(from_graph.records, from_file.records, "{model}");
         // The file states its own lower bound; ours must agree.
-        let raw: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(data(&format!("{model}.records.json"))).unwrap()).unwrap();
-        assert_eq!(lower_bound(&from_file.records), raw["lower_bound_bytes"].as_u64().unwrap(), "{model}");
-        assert_eq!(from_file.naive_bytes(), raw["naive_bytes"].as_u64().unwrap(), "{model}");
+        let raw: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(data(&format!("{model}.records.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            lower_bound(&from_file.records),
+            raw["lower_bound_bytes"].as_u64().unwrap(),
+            "{model}"
+        );
+        assert_eq!(
+            from_file.naive_bytes(),
+            raw["naive_bytes"].as_u64().unwrap(),
+            "{model}"
+        );
     }
 }
 
@@ -32,7 +42,10 @@ fn graph_with_unknown_tensor_is_an_error_naming_op_and_tensor() {
     let g = GraphFile::from_json_str(text, Path::new("g.json")).unwrap();
     let err = Records::from_graph(&g, Path::new("g.json")).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("g.json") && msg.contains("relu") && msg.contains('7'), "{msg}");
+    assert!(
+        msg.contains("g.json") && msg.contains("relu") && msg.contains('7'),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -66,7 +79,11 @@ fn minimalloc_csv_loads_half_open_lifetimes() {
     let dir = std::env::temp_dir().join(format!("depengine-plan-csv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("example.csv");
-    std::fs::write(&path, "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nb4,9,21,4\nb5,0,21,4\n").unwrap();
+    std::fs::write(
+        &path,
+        "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nb4,9,21,4\nb5,0,21,4\n",
+    )
+    .unwrap();
     let r = Records::load(&path).unwrap();
     assert_eq!(r.records.len(), 5);
     assert_eq!((r.records[0].first, r.records[0].last), (0, 2));

@@ -32,7 +32,11 @@ pub fn best_objects(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> O
 
 /// The smallest offsets plan among greedy by size, greedy in order and
 /// greedy by breadth (ties go to the earlier one).
-pub fn best_offsets(records: &[UsageRecord], conflicts: Option<&Conflicts>, alignment: u64) -> OffsetsAssignment {
+pub fn best_offsets(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    alignment: u64,
+) -> OffsetsAssignment {
     let mut best = offsets_greedy_by_size(records, conflicts, alignment);
     let mut consider = |cand: OffsetsAssignment| {
         if cand.total_size < best.total_size {

@@ -35,7 +35,9 @@ impl Conflicts {
         let mut c = Self::new(n);
         for &(a, b) in pairs {
             if a >= n || b >= n {
-                return Err(format!("conflict pair ({a}, {b}) names a tensor index not below {n}"));
+                return Err(format!(
+                    "conflict pair ({a}, {b}) names a tensor index not below {n}"
+                ));
             }
             c.adj[a].push(b);
             c.adj[b].push(a);
@@ -94,9 +96,7 @@ impl Conflicts {
 
     /// Whether tensors `a` and `b` must be kept apart.
     pub fn contains(&self, a: usize, b: usize) -> bool {
-        self.adj
-            .get(a)
-            .is_some_and(|l| l.binary_search(&b).is_ok())
+        self.adj.get(a).is_some_and(|l| l.binary_search(&b).is_ok())
     }
 
     /// The tensors that must be kept apart from `a`, ascending.

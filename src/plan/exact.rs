@@ -123,7 +123,11 @@ impl Budget {
 
 /// Finds a placement within a capacity, proves there is none, or gives up
 /// within the limits; see the module notes for the search.
-pub fn exact(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: &ExactOptions) -> ExactOutcome {
+pub fn exact(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    options: &ExactOptions,
+) -> ExactOutcome {
     let start = Instant::now();
     let align = options.alignment.max(1);
     let mut budget = Budget {
@@ -176,8 +180,8 @@ pub fn exact(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: &E
         None => {
             let mut best = heuristic;
             let mut low = bound; // every total below `low` is infeasible
-            // Bisect on [low, best): the lower bound is tried first because on
-            // real models it is usually reachable.
+                                 // Bisect on [low, best): the lower bound is tried first because on
+                                 // real models it is usually reachable.
             let mut probe = low;
             while low < best.total_size && !budget.exhausted {
                 if let Some(plan) = core_first(records, conflicts, probe, align, &mut budget) {
@@ -244,7 +248,11 @@ fn core_first(
     if fits != Fits::Yes {
         return None;
     }
-    let fixed: Vec<(usize, u64)> = core.iter().zip(&solver.offsets).map(|(&i, &o)| (i, o)).collect();
+    let fixed: Vec<(usize, u64)> = core
+        .iter()
+        .zip(&solver.offsets)
+        .map(|(&i, &o)| (i, o))
+        .collect();
     let mut is_core = vec![false; records.len()];
     for &i in &core {
         is_core[i] = true;
@@ -321,7 +329,8 @@ impl<'a> Solver<'a> {
             }
         }
         let mut twin_before = vec![None; n];
-        let mut by_shape: std::collections::HashMap<(u64, usize, usize), usize> = Default::default();
+        let mut by_shape: std::collections::HashMap<(u64, usize, usize), usize> =
+            Default::default();
         for (i, r) in records.iter().enumerate() {
             if conflicts.is_some_and(|c| !c.of(i).is_empty()) {
                 continue;
@@ -464,7 +473,12 @@ impl<'a> Solver<'a> {
         // backtracks for long).
         cands.sort_by_key(|&(cand, i)| {
             let r = &recs[i];
-            (cand, std::cmp::Reverse(r.last - r.first), std::cmp::Reverse(r.size), i)
+            (
+                cand,
+                std::cmp::Reverse(r.last - r.first),
+                std::cmp::Reverse(r.size),
+                i,
+            )
         });
         for (k, (cand, i)) in cands.into_iter().enumerate() {
             let spent = usize::from(k > 0);
@@ -491,7 +505,15 @@ impl<'a> Solver<'a> {
                     st.floor[j] = top;
                 }
             }
-            let r = self.dfs(st, capacity, cand, Some(i), left - 1, discrepancies - spent, budget);
+            let r = self.dfs(
+                st,
+                capacity,
+                cand,
+                Some(i),
+                left - 1,
+                discrepancies - spent,
+                budget,
+            );
             for (j, f) in raised {
                 st.floor[j] = f;
             }

@@ -55,7 +55,10 @@ pub fn greedy_by_breadth(records: &[UsageRecord]) -> ObjectsAssignment {
                     continue;
                 }
             }
-            let after_clashes = schedule.range(r.first..).next().is_some_and(|(&f, _)| f <= r.last);
+            let after_clashes = schedule
+                .range(r.first..)
+                .next()
+                .is_some_and(|(&f, _)| f <= r.last);
             let before_clashes = schedule
                 .range(..r.first)
                 .next_back()
@@ -87,5 +90,11 @@ pub fn offsets_greedy_by_breadth(
     conflicts: Option<&Conflicts>,
     alignment: u64,
 ) -> OffsetsAssignment {
-    place_in_order(records, conflicts, &breadth_order(records), alignment, Fit::Best)
+    place_in_order(
+        records,
+        conflicts,
+        &breadth_order(records),
+        alignment,
+        Fit::Best,
+    )
 }

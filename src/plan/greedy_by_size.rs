@@ -16,7 +16,13 @@ pub fn offsets_greedy_by_size(
     conflicts: Option<&Conflicts>,
     alignment: u64,
 ) -> OffsetsAssignment {
-    place_in_order(records, conflicts, &order_by_size(records), alignment, Fit::Best)
+    place_in_order(
+        records,
+        conflicts,
+        &order_by_size(records),
+        alignment,
+        Fit::Best,
+    )
 }
 
 /// Shared objects: tensors by non-increasing size, each into the smallest
@@ -33,8 +39,8 @@ pub fn greedy_by_size(records: &[UsageRecord]) -> ObjectsAssignment {
         // Objects are created in non-increasing size, so the last free one
         // is the smallest.
         let free = schedules.iter().rposition(|s| {
-            !s.range(r.first..).next().is_some_and(|(&f, _)| f <= r.last)
-                && !s.range(..r.first).next_back().is_some_and(|(_, &l)| l >= r.first)
+            s.range(r.first..).next().is_none_or(|(&f, _)| f > r.last)
+                && s.range(..r.first).next_back().is_none_or(|(_, &l)| l < r.first)
         });
         let obj = free.unwrap_or_else(|| {
             schedules.push(Default::default());

@@ -17,7 +17,10 @@ use super::{order_by_first, ObjectsAssignment, OffsetsAssignment};
 /// With conflicts, a pooled object is only taken when none of its tensors
 /// conflicts with the new one (TFLite consults its reallocation graph the
 /// same way, though only for the object's latest tensor).
-pub fn greedy_in_order(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> ObjectsAssignment {
+pub fn greedy_in_order(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+) -> ObjectsAssignment {
     let mut out = ObjectsAssignment {
         object_ids: vec![0; records.len()],
         object_sizes: Vec::new(),
@@ -89,5 +92,11 @@ pub fn offsets_greedy_in_order(
     conflicts: Option<&Conflicts>,
     alignment: u64,
 ) -> OffsetsAssignment {
-    place_in_order(records, conflicts, &order_by_first(records), alignment, Fit::Best)
+    place_in_order(
+        records,
+        conflicts,
+        &order_by_first(records),
+        alignment,
+        Fit::Best,
+    )
 }

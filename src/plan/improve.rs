@@ -51,7 +51,9 @@ pub(crate) fn seed_orders(records: &[UsageRecord]) -> Vec<Vec<usize>> {
     let span = |i: usize| (records[i].last - records[i].first + 1) as u64;
     let mut orders = vec![
         order_by_size(records),
-        sorted_by(n, |i| (Reverse(records[i].size as u128 * span(i) as u128), i)),
+        sorted_by(n, |i| {
+            (Reverse(records[i].size as u128 * span(i) as u128), i)
+        }),
         sorted_by(n, |i| (Reverse(span(i)), Reverse(records[i].size), i)),
         sorted_by(n, |i| (Reverse(records[i].size), records[i].first, i)),
         sorted_by(n, |i| (Reverse(records[i].size), Reverse(span(i)), i)),
@@ -77,7 +79,11 @@ pub(crate) fn seed_orders(records: &[UsageRecord]) -> Vec<Vec<usize>> {
 /// Searches placement orders for a small arena; the result validates and is
 /// never larger than [`offsets_greedy_by_size`](super::offsets_greedy_by_size)
 /// with the same alignment.
-pub fn improve(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: &ImproveOptions) -> OffsetsAssignment {
+pub fn improve(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    options: &ImproveOptions,
+) -> OffsetsAssignment {
     let start = Instant::now();
     let n = records.len();
     let bound = lower_bound(records);
@@ -86,7 +92,10 @@ pub fn improve(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: 
     for order in seed_orders(records) {
         for fit in [Fit::Best, Fit::First] {
             let cand = placer.place(&order, fit);
-            if best.as_ref().is_none_or(|(b, _, _)| cand.total_size < b.total_size) {
+            if best
+                .as_ref()
+                .is_none_or(|(b, _, _)| cand.total_size < b.total_size)
+            {
                 best = Some((cand, order.clone(), fit));
             }
         }
@@ -123,7 +132,10 @@ pub fn improve(records: &[UsageRecord], conflicts: Option<&Conflicts>, options: 
             } else {
                 rng.below(n as u64) as usize
             };
-            let from = order.iter().position(|&x| x == victim).unwrap_or(position[victim]);
+            let from = order
+                .iter()
+                .position(|&x| x == victim)
+                .unwrap_or(position[victim]);
             if from == 0 {
                 continue;
             }

@@ -32,9 +32,17 @@ impl Graph {
     fn add(&mut self, a: usize, b: usize, cost: i64) {
         // An edge and its reverse sit at indices e and e ^ 1.
         self.from[a].push(self.edges.len());
-        self.edges.push(Edge { to: b, cap: 1, cost });
+        self.edges.push(Edge {
+            to: b,
+            cap: 1,
+            cost,
+        });
         self.from[b].push(self.edges.len());
-        self.edges.push(Edge { to: a, cap: 0, cost: -cost });
+        self.edges.push(Edge {
+            to: a,
+            cap: 0,
+            cost: -cost,
+        });
     }
 }
 
@@ -149,7 +157,11 @@ pub fn min_cost_flow(records: &[UsageRecord]) -> ObjectsAssignment {
                 while arc[v] < g.from[v].len() {
                     let e = g.from[v][arc[v]];
                     let to = g.edges[e].to;
-                    if g.edges[e].cap > 0 && !blocked[to] && !on_path[to] && reduced(&g, e, v, &potential) == 0 {
+                    if g.edges[e].cap > 0
+                        && !blocked[to]
+                        && !on_path[to]
+                        && reduced(&g, e, v, &potential) == 0
+                    {
                         path.push(e);
                         on_path[v] = true;
                         v = to;

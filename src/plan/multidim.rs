@@ -50,7 +50,9 @@ pub fn equality_hash(records: &[MultiDimRecord]) -> MultiDimAssignment {
                 break;
             }
             in_use.pop();
-            pool.entry(out.object_sizes[obj].clone()).or_default().push(obj);
+            pool.entry(out.object_sizes[obj].clone())
+                .or_default()
+                .push(obj);
         }
         let obj = match pool.get_mut(&r.dims).and_then(Vec::pop) {
             Some(obj) => obj,
@@ -118,7 +120,8 @@ pub fn greedy_in_order(records: &[MultiDimRecord]) -> MultiDimAssignment {
         let mut best: Option<(usize, u64)> = None;
         for (k, &obj) in pool.iter().enumerate() {
             let size = &out.object_sizes[obj];
-            let covers = size.len() == r.dims.len() && size.iter().zip(&r.dims).all(|(a, b)| a >= b);
+            let covers =
+                size.len() == r.dims.len() && size.iter().zip(&r.dims).all(|(a, b)| a >= b);
             if covers {
                 let diff = elements(size).abs_diff(elements(&r.dims));
                 if best.is_none_or(|(_, d)| diff < d) {

@@ -41,11 +41,19 @@ pub(crate) struct Placer<'a> {
 }
 
 impl<'a> Placer<'a> {
-    pub(crate) fn new(records: &'a [UsageRecord], conflicts: Option<&Conflicts>, alignment: u64) -> Self {
+    pub(crate) fn new(
+        records: &'a [UsageRecord],
+        conflicts: Option<&Conflicts>,
+        alignment: u64,
+    ) -> Self {
         Self::with_neighbors(records, neighbors(records, conflicts), alignment)
     }
 
-    pub(crate) fn with_neighbors(records: &'a [UsageRecord], adj: Vec<Vec<usize>>, alignment: u64) -> Self {
+    pub(crate) fn with_neighbors(
+        records: &'a [UsageRecord],
+        adj: Vec<Vec<usize>>,
+        alignment: u64,
+    ) -> Self {
         Self {
             records,
             adj,
@@ -67,7 +75,12 @@ impl<'a> Placer<'a> {
 
     /// Puts the `fixed` tensors at their given offsets, then places every
     /// tensor of `order` around them.
-    pub(crate) fn place_around(&mut self, fixed: &[(usize, u64)], order: &[usize], fit: Fit) -> OffsetsAssignment {
+    pub(crate) fn place_around(
+        &mut self,
+        fixed: &[(usize, u64)],
+        order: &[usize],
+        fit: Fit,
+    ) -> OffsetsAssignment {
         self.placed.iter_mut().for_each(|p| *p = false);
         let mut total = 0u64;
         for &(i, o) in fixed {
@@ -80,7 +93,8 @@ impl<'a> Placer<'a> {
             self.busy.clear();
             for &j in &self.adj[i] {
                 if self.placed[j] {
-                    self.busy.push((self.offsets[j], self.offsets[j] + self.records[j].size));
+                    self.busy
+                        .push((self.offsets[j], self.offsets[j] + self.records[j].size));
                 }
             }
             self.busy.sort_unstable();

@@ -140,19 +140,25 @@ impl Records {
             .enumerate()
             .map(|(i, l)| (i + 1, l.trim()))
             .filter(|(_, l)| !l.is_empty());
-        let (header_line, header) = lines
-            .next()
-            .ok_or_else(|| csv_err(1, "empty file, expected the header id,lower,upper,size".into()))?;
+        let (header_line, header) = lines.next().ok_or_else(|| {
+            csv_err(
+                1,
+                "empty file, expected the header id,lower,upper,size".into(),
+            )
+        })?;
         let columns: Vec<&str> = header.split(',').map(str::trim).collect();
         let col = |name: &str| {
             columns.iter().position(|c| *c == name).ok_or_else(|| {
                 csv_err(
                     header_line,
-                    format!("header {header:?} has no column {name:?} (expected id,lower,upper,size)"),
+                    format!(
+                        "header {header:?} has no column {name:?} (expected id,lower,upper,size)"
+                    ),
                 )
             })
         };
-        let (c_id, c_lower, c_upper, c_size) = (col("id")?, col("lower")?, col("upper")?, col("size")?);
+        let (c_id, c_lower, c_upper, c_size) =
+            (col("id")?, col("lower")?, col("upper")?, col("size")?);
         let mut records = Vec::new();
         for (index, (line, row)) in lines.enumerate() {
             let cells: Vec<&str> = row.split(',').map(str::trim).collect();
@@ -166,7 +172,10 @@ impl Records {
                 cells[c].parse::<u64>().map_err(|_| {
                     csv_err(
                         line,
-                        format!("field {:?} is {:?}, not a non-negative integer", columns[c], cells[c]),
+                        format!(
+                            "field {:?} is {:?}, not a non-negative integer",
+                            columns[c], cells[c]
+                        ),
                     )
                 })
             };
@@ -174,14 +183,21 @@ impl Records {
             if upper <= lower {
                 return Err(csv_err(
                     line,
-                    format!("upper {upper} must exceed lower {lower} (lifetimes are [lower, upper))"),
+                    format!(
+                        "upper {upper} must exceed lower {lower} (lifetimes are [lower, upper))"
+                    ),
                 ));
             }
             let to_usize = |v: u64| {
                 usize::try_from(v).map_err(|_| csv_err(line, format!("time {v} is too large")))
             };
             let id = cells[c_id].parse::<u64>().unwrap_or(index as u64);
-            records.push(UsageRecord::new(id, size, to_usize(lower)?, to_usize(upper - 1)?));
+            records.push(UsageRecord::new(
+                id,
+                size,
+                to_usize(lower)?,
+                to_usize(upper - 1)?,
+            ));
         }
         let out = Self::from_records(stem(path), records);
         out.check(path)?;
@@ -264,10 +280,16 @@ impl Records {
                 message: format!("record {i} (tensor {}): {message}", r.id),
             };
             if r.first > r.last {
-                return Err(invalid(format!("field first = {} exceeds field last = {}", r.first, r.last)));
+                return Err(invalid(format!(
+                    "field first = {} exceeds field last = {}",
+                    r.first, r.last
+                )));
             }
             if r.last >= self.ops {
-                return Err(invalid(format!("field last = {} is not below ops = {}", r.last, self.ops)));
+                return Err(invalid(format!(
+                    "field last = {} is not below ops = {}",
+                    r.last, self.ops
+                )));
             }
             if !seen.insert(r.id) {
                 return Err(invalid("field id repeats an earlier record's id".into()));
@@ -382,7 +404,8 @@ mod tests {
         .unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("r.json") && msg.contains("first"), "{msg}");
-        let err = Records::from_json_str("{\"records\":[{\"id\":1,\n\"size\":-8}]}", p).unwrap_err();
+        let err =
+            Records::from_json_str("{\"records\":[{\"id\":1,\n\"size\":-8}]}", p).unwrap_err();
         assert!(err.to_string().contains("line 2"), "{err}");
     }
 }

@@ -13,7 +13,12 @@ const MARGIN: f64 = 50.0;
 
 /// Renders `plan` over `records` as a standalone SVG document; `title` goes
 /// in the header line.
-pub fn render_svg(records: &[UsageRecord], plan: &OffsetsAssignment, lower_bound: u64, title: &str) -> String {
+pub fn render_svg(
+    records: &[UsageRecord],
+    plan: &OffsetsAssignment,
+    lower_bound: u64,
+    title: &str,
+) -> String {
     let ops = records.iter().map(|r| r.last + 1).max().unwrap_or(1).max(1) as f64;
     let top = plan.total_size.max(lower_bound).max(1) as f64;
     let (w, h) = (WIDTH - 2.0 * MARGIN, HEIGHT - 2.0 * MARGIN);
@@ -24,7 +29,10 @@ pub fn render_svg(records: &[UsageRecord], plan: &OffsetsAssignment, lower_bound
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
     );
-    let _ = writeln!(s, r#"<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
+    );
     let _ = writeln!(
         s,
         r#"<text x="{MARGIN}" y="20">{}: {} bytes, lower bound {} bytes ({:.3}x)</text>"#,
@@ -34,7 +42,9 @@ pub fn render_svg(records: &[UsageRecord], plan: &OffsetsAssignment, lower_bound
         plan.total_size as f64 / lower_bound.max(1) as f64
     );
     for (i, r) in records.iter().enumerate() {
-        let Some(&off) = plan.offsets.get(i) else { continue };
+        let Some(&off) = plan.offsets.get(i) else {
+            continue;
+        };
         if r.size == 0 {
             continue;
         }
@@ -60,16 +70,42 @@ pub fn render_svg(records: &[UsageRecord], plan: &OffsetsAssignment, lower_bound
         r#"<line x1="{MARGIN}" y1="{lb:.2}" x2="{:.2}" y2="{lb:.2}" stroke="red" stroke-dasharray="6 4" stroke-width="1.5"/>"#,
         WIDTH - MARGIN
     );
-    let _ = writeln!(s, r#"<text x="{:.2}" y="{:.2}" fill="red" text-anchor="end">lower bound</text>"#, WIDTH - MARGIN, lb - 4.0);
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.2}" y="{:.2}" fill="red" text-anchor="end">lower bound</text>"#,
+        WIDTH - MARGIN,
+        lb - 4.0
+    );
     let (bx, by) = (MARGIN, HEIGHT - MARGIN);
-    let _ = writeln!(s, r#"<line x1="{bx}" y1="{by}" x2="{:.2}" y2="{by}" stroke="black"/>"#, WIDTH - MARGIN);
-    let _ = writeln!(s, r#"<line x1="{bx}" y1="{by}" x2="{bx}" y2="{MARGIN}" stroke="black"/>"#);
-    let _ = writeln!(s, r#"<text x="{:.2}" y="{:.2}" text-anchor="middle">op index (0..{})</text>"#, WIDTH / 2.0, HEIGHT - 15.0, ops as u64);
-    let _ = writeln!(s, r#"<text x="15" y="{:.2}" transform="rotate(-90 15 {:.2})" text-anchor="middle">offset (bytes, 0..{})</text>"#, HEIGHT / 2.0, HEIGHT / 2.0, top as u64);
+    let _ = writeln!(
+        s,
+        r#"<line x1="{bx}" y1="{by}" x2="{:.2}" y2="{by}" stroke="black"/>"#,
+        WIDTH - MARGIN
+    );
+    let _ = writeln!(
+        s,
+        r#"<line x1="{bx}" y1="{by}" x2="{bx}" y2="{MARGIN}" stroke="black"/>"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.2}" y="{:.2}" text-anchor="middle">op index (0..{})</text>"#,
+        WIDTH / 2.0,
+        HEIGHT - 15.0,
+        ops as u64
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="15" y="{:.2}" transform="rotate(-90 15 {:.2})" text-anchor="middle">offset (bytes, 0..{})</text>"#,
+        HEIGHT / 2.0,
+        HEIGHT / 2.0,
+        top as u64
+    );
     s.push_str("</svg>\n");
     s
 }
 
 fn escape(t: &str) -> String {
-    t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

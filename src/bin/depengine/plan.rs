@@ -49,8 +49,12 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
         })?;
         vec![s]
     };
-    let time_limit = Duration::try_from_secs_f64(args.time_limit)
-        .map_err(|_| format!("--time-limit {} is not a non-negative number of seconds", args.time_limit))?;
+    let time_limit = Duration::try_from_secs_f64(args.time_limit).map_err(|_| {
+        format!(
+            "--time-limit {} is not a non-negative number of seconds",
+            args.time_limit
+        )
+    })?;
     let records = Records::load(&args.file)?;
     let lb = lower_bound(&records.records);
     let options = PlanOptions {
@@ -75,7 +79,11 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
             "total bytes",
             "ratio",
             "time",
-            if args.capacity.is_some() { "  fits" } else { "" }
+            if args.capacity.is_some() {
+                "  fits"
+            } else {
+                ""
+            }
         );
     }
     let mut smallest: Option<(u64, Strategy, depengine::plan::OffsetsAssignment)> = None;
@@ -87,7 +95,11 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
             .validate(&records.records, None, options.alignment)
             .map_err(|e| format!("strategy {} produced an invalid plan: {e}", s.name()))?;
         let total = out.plan.total();
-        let ratio = if lb == 0 { 1.0 } else { total as f64 / lb as f64 };
+        let ratio = if lb == 0 {
+            1.0
+        } else {
+            total as f64 / lb as f64
+        };
         let fits = out.fits.map(|f| f.as_option());
         if args.json {
             let mut line = serde_json::json!({
