@@ -8,10 +8,13 @@ use super::{
     ObjectsAssignment, OffsetsAssignment,
 };
 
+/// Best-of includes min-cost flow only up to this many records.
+pub const MIN_COST_FLOW_LIMIT: usize = 2_000;
+
 /// The smallest shared-objects plan among greedy by size with distance
 /// priority (TFLite's `GREEDY_BEST` starts there and only switches on a
 /// strictly smaller total), greedy by breadth, greedy by size, greedy in
-/// order and min-cost flow.
+/// order and min-cost flow (up to [`MIN_COST_FLOW_LIMIT`] records).
 pub fn best_objects(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> ObjectsAssignment {
     let fix = |a| split_conflicting(records, conflicts, a);
     let mut best = fix(greedy_by_size_dist(records));
@@ -21,7 +24,14 @@ pub fn best_objects(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> O
         &|| greedy_in_order(records, conflicts),
         &|| min_cost_flow(records),
     ];
-    for make in others {
+    // Min-cost flow grows much faster than the others; past the limit
+    // best-of leaves it out (it stays available on its own).
+    let count = if records.len() <= MIN_COST_FLOW_LIMIT {
+        4
+    } else {
+        3
+    };
+    for make in &others[..count] {
         let cand = fix(make());
         if cand.total() < best.total() {
             best = cand;

@@ -37,6 +37,11 @@ use super::lower_bound::lower_bound;
 use super::records::UsageRecord;
 use super::OffsetsAssignment;
 
+/// The largest number of non-empty tensors in one independent part that the
+/// search takes on (it recurses once per tensor); larger parts are answered
+/// `Unknown` and keep the heuristic plan.
+pub const MAX_DEPTH: usize = 10_000;
+
 /// Settings of [`exact`].
 #[derive(Debug, Clone)]
 pub struct ExactOptions {
@@ -400,6 +405,11 @@ impl<'a> Solver<'a> {
             return Fits::No;
         }
         let left = state.active.len();
+        if left > MAX_DEPTH {
+            // The search recurses once per tensor; beyond this many it could
+            // exhaust the stack, so such parts stay unanswered.
+            return Fits::Unknown;
+        }
         // Limited discrepancy search: first allow no deviation from the
         // heuristic's first choice, then 1, 2, 4, ... deviations. The
         // heuristic is nearly right on real models, and a wrong early choice

@@ -40,7 +40,9 @@ pub fn greedy_by_size(records: &[UsageRecord]) -> ObjectsAssignment {
         // is the smallest.
         let free = schedules.iter().rposition(|s| {
             s.range(r.first..).next().is_none_or(|(&f, _)| f > r.last)
-                && s.range(..r.first).next_back().is_none_or(|(_, &l)| l < r.first)
+                && s.range(..r.first)
+                    .next_back()
+                    .is_none_or(|(_, &l)| l < r.first)
         });
         let obj = free.unwrap_or_else(|| {
             schedules.push(Default::default());

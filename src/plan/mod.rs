@@ -49,10 +49,10 @@ mod records;
 mod svg;
 mod validate;
 
-pub use best::{best_objects, best_offsets};
+pub use best::{best_objects, best_offsets, MIN_COST_FLOW_LIMIT};
 pub use conflicts::{apart, neighbors, reallocation_graph, Conflicts};
 pub use equality::equality;
-pub use exact::{exact, ExactOptions, ExactOutcome, Fits};
+pub use exact::{exact, ExactOptions, ExactOutcome, Fits, MAX_DEPTH};
 pub use greedy_by_breadth::{greedy_by_breadth, offsets_greedy_by_breadth};
 pub use greedy_by_size::{greedy_by_size, greedy_by_size_dist, offsets_greedy_by_size};
 pub use greedy_in_order::{greedy_in_order, offsets_greedy_in_order};
