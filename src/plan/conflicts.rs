@@ -11,6 +11,18 @@
 
 use super::records::UsageRecord;
 
+/// A conflict pair names a tensor that does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("conflict pair ({a}, {b}) names a tensor index not below {n}, the number of records")]
+pub struct ConflictError {
+    /// First index of the pair.
+    pub a: usize,
+    /// Second index of the pair.
+    pub b: usize,
+    /// Number of records.
+    pub n: usize,
+}
+
 /// A symmetric set of index pairs (indices into the records slice) that must
 /// not share memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,14 +42,12 @@ impl Conflicts {
     ///
     /// # Errors
     ///
-    /// A message naming the pair when an index is not below `n`.
-    pub fn from_pairs(n: usize, pairs: &[(usize, usize)]) -> Result<Self, String> {
+    /// [`ConflictError`] naming the pair when an index is not below `n`.
+    pub fn from_pairs(n: usize, pairs: &[(usize, usize)]) -> Result<Self, ConflictError> {
         let mut c = Self::new(n);
         for &(a, b) in pairs {
             if a >= n || b >= n {
-                return Err(format!(
-                    "conflict pair ({a}, {b}) names a tensor index not below {n}"
-                ));
+                return Err(ConflictError { a, b, n });
             }
             c.adj[a].push(b);
             c.adj[b].push(a);
@@ -189,4 +199,34 @@ pub fn reallocation_graph(deps: &[Vec<usize>]) -> Vec<Vec<usize>> {
         l.sort_unstable();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_are_symmetric_and_checked() {
+        let c = Conflicts::from_pairs(3, &[(0, 2), (2, 0), (1, 1)]).unwrap();
+        assert!(c.contains(0, 2) && c.contains(2, 0));
+        assert!(!c.contains(1, 1) && !c.contains(0, 1));
+        let err = Conflicts::from_pairs(3, &[(0, 3)]).unwrap_err();
+        assert!(err.to_string().contains("(0, 3)"), "{err}");
+    }
+
+    #[test]
+    fn reallocation_graph_complement_keeps_unrelated_tensors_apart() {
+        // 0 -> 1 -> 2 and a side branch 0 -> 3: tensor 2 may reuse 0's
+        // memory only if it comes after every reader of 0, which 3 is not.
+        let deps = vec![vec![1, 3], vec![2], vec![], vec![]];
+        let realloc = reallocation_graph(&deps);
+        let c = Conflicts::from_reallocation_graph(&realloc);
+        for (i, may) in realloc.iter().enumerate() {
+            for j in 0..deps.len() {
+                if j != i {
+                    assert_eq!(c.contains(i, j), !may.contains(&j), "{i} {j}");
+                }
+            }
+        }
+    }
 }

@@ -107,7 +107,6 @@ pub fn improve(
         return best_plan;
     }
     let mut rng = SplitMix64::new(options.seed);
-    let mut position = vec![0usize; n];
     for step in 0..options.iterations {
         if best_plan.total_size <= bound {
             break;
@@ -122,9 +121,6 @@ pub fn improve(
             .filter(|&i| best_plan.offsets[i] + records[i].size == best_plan.total_size)
             .collect();
         let mut order = best_order.clone();
-        for (p, &i) in order.iter().enumerate() {
-            position[i] = p;
-        }
         let moves = 1 + rng.below(3) as usize;
         for _ in 0..moves {
             let victim = if step % 4 != 3 && !tops.is_empty() {
@@ -132,10 +128,9 @@ pub fn improve(
             } else {
                 rng.below(n as u64) as usize
             };
-            let from = order
-                .iter()
-                .position(|&x| x == victim)
-                .unwrap_or(position[victim]);
+            let Some(from) = order.iter().position(|&x| x == victim) else {
+                continue;
+            };
             if from == 0 {
                 continue;
             }

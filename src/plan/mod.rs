@@ -50,7 +50,7 @@ mod svg;
 mod validate;
 
 pub use best::{best_objects, best_offsets, MIN_COST_FLOW_LIMIT};
-pub use conflicts::{apart, neighbors, reallocation_graph, Conflicts};
+pub use conflicts::{apart, neighbors, reallocation_graph, ConflictError, Conflicts};
 pub use equality::equality;
 pub use exact::{exact, ExactOptions, ExactOutcome, Fits, MAX_DEPTH};
 pub use greedy_by_breadth::{greedy_by_breadth, offsets_greedy_by_breadth};
