@@ -9,7 +9,7 @@ use super::{
 };
 
 /// Best-of includes min-cost flow only up to this many records.
-pub const MIN_COST_FLOW_LIMIT: usize = 2_000;
+pub const MIN_COST_FLOW_LIMIT: usize = 1_200;
 
 /// The smallest shared-objects plan among greedy by size with distance
 /// priority (TFLite's `GREEDY_BEST` starts there and only switches on a

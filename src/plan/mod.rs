@@ -58,7 +58,7 @@ pub use greedy_by_size::{greedy_by_size, greedy_by_size_dist, offsets_greedy_by_
 pub use greedy_in_order::{greedy_in_order, offsets_greedy_in_order};
 pub use improve::{improve, ImproveOptions};
 pub use lower_bound::{lower_bound, positional_maximums, task_breadths, task_profiles};
-pub use min_cost_flow::{min_cost_flow, REUSE_WINDOW};
+pub use min_cost_flow::{min_cost_flow, min_cost_flow_until, REUSE_WINDOW};
 pub use naive::naive;
 pub use offsets::{place_in_order, Fit};
 pub use records::{Records, RecordsError, UsageRecord};
@@ -285,8 +285,9 @@ pub struct PlanOptions {
     pub alignment: u64,
     /// Exact mode: the arena size to fit into (None: find the smallest).
     pub capacity: Option<u64>,
-    /// Time limit for the searching strategies (improve, exact); None: their
-    /// defaults (deterministic iteration counts, no clock).
+    /// Time limit for the searching strategies (improve, exact) and for
+    /// min-cost flow (cut short, it still returns a valid assignment);
+    /// None: no clock (deterministic iteration and node counts).
     pub time_limit: Option<Duration>,
 }
 
@@ -318,7 +319,10 @@ pub fn plan(records: &[UsageRecord], strategy: Strategy, options: &PlanOptions) 
         Strategy::GreedyByBreadth => objects(greedy_by_breadth(records)),
         Strategy::GreedyBySize => objects(greedy_by_size(records)),
         Strategy::GreedyBySizeDist => objects(greedy_by_size_dist(records)),
-        Strategy::MinCostFlow => objects(min_cost_flow(records)),
+        Strategy::MinCostFlow => {
+            let deadline = options.time_limit.map(|t| std::time::Instant::now() + t);
+            objects(min_cost_flow_until(records, deadline))
+        }
         Strategy::BestObjects => Plan::Objects(best_objects(records, c)),
         Strategy::OffsetsGreedyBySize => Plan::Offsets(offsets_greedy_by_size(records, c, align)),
         Strategy::OffsetsGreedyInOrder => Plan::Offsets(offsets_greedy_in_order(records, c, align)),
