@@ -13,8 +13,9 @@
 //!
 //! Pruning, each justified by that same minimal placement:
 //! - *cross-section bound*: at every op (section), the tensors still to place
-//!   there stack above `max(current offset, height of the section)`, so that
-//!   plus their total size must stay within the capacity;
+//!   there stack above the lowest candidate offset among them (itself at
+//!   least `max(current offset, height of the section)`), so that plus their
+//!   total size must stay within the capacity;
 //! - *dominance*: if some unplaced tensor `c` would fit entirely below the
 //!   candidate `o` of the tensor about to be placed (`cand_c + size_c <= o`),
 //!   moving `c` down there would lower the sum of offsets, so the minimal
@@ -413,6 +414,7 @@ impl<'a> Solver<'a> {
             height: vec![0; self.sections],
             remaining: vec![0; self.sections],
             active: Vec::new(),
+            lowest: vec![0; self.sections],
         };
         for &i in part {
             let r = &self.records[i];
@@ -501,6 +503,21 @@ impl<'a> Solver<'a> {
             lowest_end = lowest_end.min(end);
             cands.push((cand, i));
         }
+        // Section floors: nothing still to place at a section can start
+        // below the lowest candidate among its tensors, so the space under
+        // that is lost there; a stronger form of the cross-section bound.
+        st.lowest.iter_mut().for_each(|x| *x = u64::MAX);
+        for &(cand, i) in &cands {
+            let (lo, hi) = self.span[i];
+            for x in &mut st.lowest[lo..=hi] {
+                *x = (*x).min(cand);
+            }
+        }
+        for s in 0..self.sections {
+            if st.remaining[s] > 0 && st.lowest[s] + st.remaining[s] > capacity {
+                return Some(false);
+            }
+        }
         cands.retain(|&(cand, i)| {
             cand < lowest_end
                 && !(cand == last_offset && last_index.is_some_and(|l| i < l))
@@ -581,4 +598,6 @@ struct State {
     remaining: Vec<u64>,
     /// The part's non-empty tensors.
     active: Vec<usize>,
+    /// Scratch: lowest candidate offset per section.
+    lowest: Vec<u64>,
 }
