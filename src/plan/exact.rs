@@ -164,6 +164,12 @@ pub fn exact(
             &ImproveOptions {
                 alignment: align,
                 time_limit: options.time_limit.map(|t| t / 3),
+                // With a clock, search until it runs out.
+                iterations: if options.time_limit.is_some() {
+                    usize::MAX
+                } else {
+                    ImproveOptions::default().iterations
+                },
                 ..ImproveOptions::default()
             },
         )

@@ -285,7 +285,8 @@ pub struct PlanOptions {
     pub alignment: u64,
     /// Exact mode: the arena size to fit into (None: find the smallest).
     pub capacity: Option<u64>,
-    /// Time limit for the searching strategies (improve, exact) and for
+    /// Time limit for the searching strategies (improve searches until it,
+    /// exact stops at it) and for
     /// min-cost flow (cut short, it still returns a valid assignment);
     /// None: no clock (deterministic iteration and node counts).
     pub time_limit: Option<Duration>,
@@ -336,7 +337,10 @@ pub fn plan(records: &[UsageRecord], strategy: Strategy, options: &PlanOptions) 
                 ..ImproveOptions::default()
             };
             if let Some(t) = options.time_limit {
+                // With a clock, the local search runs until the limit (or
+                // the lower bound) rather than for a fixed step count.
                 o.time_limit = Some(t);
+                o.iterations = usize::MAX;
             }
             Plan::Offsets(improve(records, c, &o))
         }
