@@ -277,6 +277,15 @@ impl Records {
     }
 
     fn check(&self, path: &Path) -> Result<(), RecordsError> {
+        // Planners add offsets and sizes and min-cost flow turns sizes into
+        // signed costs; keeping the total below 2^62 keeps all of that exact.
+        let total: u128 = self.records.iter().map(|r| r.size as u128).sum();
+        if total >= 1u128 << 62 {
+            return Err(RecordsError::Invalid {
+                path: path.to_path_buf(),
+                message: format!("field size: the sizes add up to {total} bytes, more than 2^62"),
+            });
+        }
         let mut seen = std::collections::HashSet::new();
         for (i, r) in self.records.iter().enumerate() {
             let invalid = |message: String| RecordsError::Invalid {
@@ -415,6 +424,17 @@ mod tests {
         assert!(err.to_string().contains("line 3"), "{err}");
         let err = Records::from_csv_str("id,lower,upper,size\n1,0,x,4\n", p).unwrap_err();
         assert!(err.to_string().contains("upper"), "{err}");
+    }
+
+    #[test]
+    fn absurd_sizes_are_an_error() {
+        let text = format!(
+            "id,lower,upper,size\n0,0,1,{}\n1,0,1,{}\n",
+            u64::MAX,
+            u64::MAX
+        );
+        let err = Records::from_csv_str(&text, Path::new("big.csv")).unwrap_err();
+        assert!(err.to_string().contains("2^62"), "{err}");
     }
 
     #[test]

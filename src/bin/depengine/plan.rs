@@ -4,6 +4,7 @@
 //! strategy or all of them, checks every result with `validate`, and prints
 //! a table (or JSON lines); `--svg` draws the smallest arena found.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,18 @@ pub(crate) struct PlanArgs {
     svg: Option<PathBuf>,
 }
 
+/// Writes a line to `out`; a closed pipe (`depengine plan ... | head`) ends
+/// the command quietly instead of failing.
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {
+        match writeln!($out, $($arg)*) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(format!("cannot write the results: {e}").into()),
+        }
+    };
+}
+
 pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
     let strategies: Vec<Strategy> = if args.strategy == "all" {
         Strategy::ALL.to_vec()
@@ -56,6 +69,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
     })?;
     let records = Records::load(&args.file)?;
+    let mut stdout = std::io::stdout().lock();
     let lb = lower_bound(&records.records);
     let options = PlanOptions {
         conflicts: None,
@@ -64,7 +78,8 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
         time_limit: Some(time_limit),
     };
     if !args.json {
-        println!(
+        say!(
+            stdout,
             "{}: {} tensors, {} ops, lower bound {} bytes, naive {} bytes",
             records.model,
             records.records.len(),
@@ -72,7 +87,8 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
             lb,
             records.naive_bytes()
         );
-        println!(
+        say!(
+            stdout,
             "{:<26} {:<8} {:>14} {:>9} {:>12}{}",
             "strategy",
             "kind",
@@ -115,7 +131,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
             if let Some(f) = fits {
                 line["fits"] = serde_json::json!(f);
             }
-            println!("{line}");
+            say!(stdout, "{line}");
         } else {
             let fits_col = match fits {
                 Some(Some(true)) => "  yes",
@@ -123,7 +139,8 @@ pub(crate) fn run(args: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
                 Some(None) => "  unknown",
                 None => "",
             };
-            println!(
+            say!(
+                stdout,
                 "{:<26} {:<8} {:>14} {:>9.4} {:>12}{fits_col}",
                 s.name(),
                 out.plan.kind(),
