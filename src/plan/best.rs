@@ -1,0 +1,59 @@
+//! Best-of: run the fast strategies and keep the smallest result.
+
+use super::conflicts::Conflicts;
+use super::records::UsageRecord;
+use super::{
+    greedy_by_breadth, greedy_by_size, greedy_by_size_dist, greedy_in_order, min_cost_flow,
+    offsets_greedy_by_breadth, offsets_greedy_by_size, offsets_greedy_in_order, split_conflicting,
+    ObjectsAssignment, OffsetsAssignment,
+};
+
+/// Best-of includes min-cost flow only up to this many records.
+pub const MIN_COST_FLOW_LIMIT: usize = 1_200;
+
+/// The smallest shared-objects plan among greedy by size with distance
+/// priority (TFLite's `GREEDY_BEST` starts there and only switches on a
+/// strictly smaller total), greedy by breadth, greedy by size, greedy in
+/// order and min-cost flow (up to [`MIN_COST_FLOW_LIMIT`] records).
+pub fn best_objects(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> ObjectsAssignment {
+    let fix = |a| split_conflicting(records, conflicts, a);
+    let mut best = fix(greedy_by_size_dist(records));
+    let others: [&dyn Fn() -> ObjectsAssignment; 4] = [
+        &|| greedy_by_breadth(records),
+        &|| greedy_by_size(records),
+        &|| greedy_in_order(records, conflicts),
+        &|| min_cost_flow(records),
+    ];
+    // Min-cost flow grows much faster than the others; past the limit
+    // best-of leaves it out (it stays available on its own).
+    let count = if records.len() <= MIN_COST_FLOW_LIMIT {
+        4
+    } else {
+        3
+    };
+    for make in &others[..count] {
+        let cand = fix(make());
+        if cand.total() < best.total() {
+            best = cand;
+        }
+    }
+    best
+}
+
+/// The smallest offsets plan among greedy by size, greedy in order and
+/// greedy by breadth (ties go to the earlier one).
+pub fn best_offsets(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    alignment: u64,
+) -> OffsetsAssignment {
+    let mut best = offsets_greedy_by_size(records, conflicts, alignment);
+    let mut consider = |cand: OffsetsAssignment| {
+        if cand.total_size < best.total_size {
+            best = cand;
+        }
+    };
+    consider(offsets_greedy_in_order(records, conflicts, alignment));
+    consider(offsets_greedy_by_breadth(records, conflicts, alignment));
+    best
+}

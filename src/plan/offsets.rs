@@ -1,0 +1,140 @@
+//! The placement step every offset strategy shares: put tensors one by one,
+//! in a given order, into a gap among the already placed tensors they may not
+//! share memory with.
+
+use super::conflicts::{neighbors, Conflicts};
+use super::records::UsageRecord;
+use super::OffsetsAssignment;
+
+/// Which gap a tensor goes into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fit {
+    /// The smallest gap that holds it (TFLite's greedy by size); on top of
+    /// everything when none does.
+    Best,
+    /// The lowest gap that holds it.
+    First,
+}
+
+/// Places tensors in `order` (every record index exactly once) with the given
+/// gap choice; offsets are multiples of `alignment`.
+pub fn place_in_order(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    order: &[usize],
+    alignment: u64,
+    fit: Fit,
+) -> OffsetsAssignment {
+    Placer::new(records, conflicts, alignment).place(order, fit)
+}
+
+/// Placement with the neighbour lists computed once, for strategies that try
+/// many orders.
+pub(crate) struct Placer<'a> {
+    records: &'a [UsageRecord],
+    adj: Vec<Vec<usize>>,
+    alignment: u64,
+    // Scratch reused across placements.
+    placed: Vec<bool>,
+    offsets: Vec<u64>,
+    busy: Vec<(u64, u64)>,
+}
+
+impl<'a> Placer<'a> {
+    pub(crate) fn new(
+        records: &'a [UsageRecord],
+        conflicts: Option<&Conflicts>,
+        alignment: u64,
+    ) -> Self {
+        Self::with_neighbors(records, neighbors(records, conflicts), alignment)
+    }
+
+    pub(crate) fn with_neighbors(
+        records: &'a [UsageRecord],
+        adj: Vec<Vec<usize>>,
+        alignment: u64,
+    ) -> Self {
+        Self {
+            records,
+            adj,
+            alignment: alignment.max(1),
+            placed: vec![false; records.len()],
+            offsets: vec![0; records.len()],
+            busy: Vec::new(),
+        }
+    }
+
+    fn align(&self, v: u64) -> u64 {
+        v.div_ceil(self.alignment) * self.alignment
+    }
+
+    /// Places every tensor of `order`; returns offsets and total.
+    pub(crate) fn place(&mut self, order: &[usize], fit: Fit) -> OffsetsAssignment {
+        self.place_around(&[], order, fit)
+    }
+
+    /// Puts the `fixed` tensors at their given offsets, then places every
+    /// tensor of `order` around them.
+    pub(crate) fn place_around(
+        &mut self,
+        fixed: &[(usize, u64)],
+        order: &[usize],
+        fit: Fit,
+    ) -> OffsetsAssignment {
+        self.placed.iter_mut().for_each(|p| *p = false);
+        let mut total = 0u64;
+        for &(i, o) in fixed {
+            self.placed[i] = true;
+            self.offsets[i] = o;
+            total = total.max(o + self.records[i].size);
+        }
+        for &i in order {
+            let size = self.records[i].size;
+            self.busy.clear();
+            for &j in &self.adj[i] {
+                if self.placed[j] {
+                    self.busy
+                        .push((self.offsets[j], self.offsets[j] + self.records[j].size));
+                }
+            }
+            self.busy.sort_unstable();
+            // Scan the gaps below each busy range in offset order, exactly as
+            // TFLite's greedy by size does: `prev` is the aligned top of all
+            // busy ranges so far.
+            let mut prev = 0u64;
+            let mut best: Option<(u64, u64)> = None; // (gap, offset)
+            for k in 0..self.busy.len() {
+                let (start, end) = self.busy[k];
+                if start >= prev {
+                    let gap = start - prev;
+                    if gap >= size {
+                        match fit {
+                            Fit::Best => {
+                                if best.is_none_or(|(g, _)| gap < g) {
+                                    best = Some((gap, prev));
+                                }
+                            }
+                            Fit::First => {
+                                if best.is_none() {
+                                    best = Some((gap, prev));
+                                }
+                            }
+                        }
+                    }
+                }
+                prev = prev.max(self.align(end));
+                if fit == Fit::First && best.is_some() {
+                    break;
+                }
+            }
+            let offset = best.map_or(prev, |(_, o)| o);
+            self.offsets[i] = offset;
+            self.placed[i] = true;
+            total = total.max(offset + size);
+        }
+        OffsetsAssignment {
+            offsets: self.offsets.clone(),
+            total_size: total,
+        }
+    }
+}
