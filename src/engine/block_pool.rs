@@ -23,6 +23,9 @@ const BATCH: usize = 64;
 const MAX_BATCHES: usize = 1024;
 
 #[cfg(not(loom))]
+// Blocks are boxed on purpose: var queues hold pointers to them, so a block
+// must never move when the list that owns it grows.
+#[allow(clippy::vec_box)]
 mod imp {
     use std::cell::RefCell;
 
