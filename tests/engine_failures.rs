@@ -181,8 +181,12 @@ fn completion_errors_and_dropped_completions_fail_the_op() {
         assert_eq!(fb.failure().unwrap().kind, FailureKind::CompletionDropped);
         assert!(fb.to_string().contains("forgot"));
         let fc = engine.wait_for_var(&c).unwrap_err();
-        assert_eq!(fc.failure().unwrap().kind, FailureKind::CompletionDropped);
-        assert!(fc.failure().unwrap().message.contains("panicked"));
+        assert_eq!(fc.failure().unwrap().kind, FailureKind::Panic);
+        assert!(fc
+            .failure()
+            .unwrap()
+            .message
+            .contains("expected test panic"));
         engine.wait_for_all().unwrap();
     }
 }
@@ -338,5 +342,58 @@ fn an_op_racing_a_deletion_is_failed_not_run() {
             let _ = engine.wait_for_all();
             assert!(!ran_after.load(Ordering::SeqCst), "{:?}", engine.kind());
         }
+    }
+}
+
+#[test]
+fn an_async_body_may_use_its_context_after_completing_itself() {
+    for engine in engines() {
+        let v = engine.new_var();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        for i in 0..200 {
+            let s = seen.clone();
+            let v2 = v.clone();
+            engine
+                .push_async(
+                    OpDesc::new(format!("self-completing {i}")).writes(&v),
+                    move |ctx, done| {
+                        if i % 2 == 0 {
+                            done.done();
+                        } else {
+                            std::thread::spawn(move || done.done());
+                        }
+                        // The op may be complete by now; its context is still valid.
+                        s.lock()
+                            .unwrap()
+                            .push((ctx.name().to_string(), ctx.declares_write(&v2)));
+                    },
+                )
+                .unwrap();
+        }
+        engine.wait_for_var(&v).unwrap();
+        assert_eq!(v.version(), 200);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 200);
+        for (i, (name, declared)) in seen.iter().enumerate() {
+            assert_eq!(name, &format!("self-completing {i}"), "{:?}", engine.kind());
+            assert!(declared);
+        }
+    }
+}
+
+#[test]
+fn a_panicking_async_body_reports_its_panic_message() {
+    quiet_panics();
+    for engine in engines() {
+        let v = engine.new_var();
+        engine
+            .push_async(OpDesc::new("async boom").writes(&v), |_, _done| {
+                panic!("expected test panic in async body")
+            })
+            .unwrap();
+        let err = engine.wait_for_var(&v).unwrap_err();
+        let f = err.failure().unwrap();
+        assert_eq!(f.kind, FailureKind::Panic, "{:?}", engine.kind());
+        assert!(f.message.contains("expected test panic in async body"));
     }
 }

@@ -252,3 +252,37 @@ fn a_failed_write_is_seen_by_the_op_after_it() {
         assert_eq!(ran.load(Ordering::SeqCst), 0, "skipped after the failure");
     });
 }
+
+#[test]
+fn a_completion_racing_the_body_completes_the_op_once_after_the_body() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let body_done = Arc::new(AtomicUsize::new(0));
+        let seen_at_next = Arc::new(AtomicUsize::new(usize::MAX));
+        let handle = Arc::new(Mutex::new(None));
+        let (bd, h) = (body_done.clone(), handle.clone());
+        engine
+            .push_async(OpDesc::new("racing").writes(&v), move |ctx, done| {
+                // A foreign thread completes the op while the body still runs
+                // and then reads its context.
+                *h.lock().unwrap() = Some(thread::spawn(move || done.done()));
+                assert_eq!(ctx.name(), "racing");
+                bd.store(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        let (bd, s) = (body_done.clone(), seen_at_next.clone());
+        engine
+            .push(OpDesc::new("next").writes(&v), move |_| {
+                s.store(bd.load(Ordering::SeqCst), Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        let t = handle.lock().unwrap().take().unwrap();
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        // The next op ran only after the racing op's body had returned.
+        assert_eq!(seen_at_next.load(Ordering::SeqCst), 1);
+        assert_eq!(v.version(), 2);
+    });
+}

@@ -11,6 +11,25 @@
 //! including while the body unwinds from a panic — completes the op as failed
 //! with [`FailureKind::CompletionDropped`], so a forgotten handle is an error a
 //! wait reports, never a hang.
+//!
+//! # Completion during the body
+//!
+//! The body's `OpCtx` borrows the op block, so the block must not be
+//! recycled before the body returns — even when the body completes its own
+//! handle, or hands it to a thread that completes it at once. The block's
+//! `async_phase` decides who completes the op:
+//!
+//! | phase           | set by                                | then            |
+//! |-----------------|---------------------------------------|-----------------|
+//! | `IN_BODY`       | executing thread, before the body     |                 |
+//! | `DONE_IN_BODY`  | completion, CAS from `IN_BODY`        | executing thread completes after the body returns |
+//! | `BODY_RETURNED` | executing thread, CAS from `IN_BODY`  | the completion completes when it comes |
+//!
+//! Exactly one of the two CASes from `IN_BODY` succeeds, so the op is
+//! completed exactly once, and never while its body runs. The completion
+//! stores its result in the block before its CAS (AcqRel); the executing
+//! thread reads it after failing its own (Acquire). A handle dropped while
+//! the body unwinds from a panic reports the panic's message.
 
 use std::fmt;
 

@@ -33,7 +33,10 @@ use super::block_pool::BlockPool;
 use super::completion::Completion;
 use super::error::{EngineError, Failure, FailureKind, OpError};
 use super::executor::Executor;
-use super::op::{Body, Context, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property, VarVec};
+use super::op::{
+    AsyncResult, Body, Context, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property, VarVec,
+    PHASE_BODY_RETURNED, PHASE_DONE_IN_BODY, PHASE_IN_BODY,
+};
 use super::ready::ReadyList;
 use super::var::{append_all, Var, VarId, VarInner};
 use super::EngineConfig;
@@ -356,12 +359,37 @@ impl Core {
             Body::Sync(f) => run_caught(|| f(&ctx)),
             Body::Shared(f) => run_caught(|| f(&ctx)),
             Body::Async(f) => {
+                b.async_phase.store(PHASE_IN_BODY, Ordering::Relaxed);
                 let completion = Completion::new(self.arc(), op);
                 // A panic drops the completion during unwinding, which fails
                 // the op (unless the body already handed it elsewhere).
-                let _ = catch_unwind(AssertUnwindSafe(|| f(&ctx, completion)));
+                let caught = catch_unwind(AssertUnwindSafe(|| f(&ctx, completion)));
                 CURRENT_ENGINE.with(|c| c.set(prev));
-                return ReadyList::new();
+                // The block must outlive the body (it holds `ctx`): a
+                // completion that arrived meanwhile left the op to us.
+                match b.async_phase.compare_exchange(
+                    PHASE_IN_BODY,
+                    PHASE_BODY_RETURNED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return ReadyList::new(),
+                    Err(_) => {
+                        // SAFETY: the completion stored the result before
+                        // its release CAS, which our acquire CAS saw; the
+                        // handle is consumed, so nobody else touches it.
+                        let result = unsafe { (*b.async_result.get()).take() };
+                        let outcome = match (result, caught) {
+                            (Some(Err((FailureKind::CompletionDropped, _))), Err(payload)) => {
+                                Outcome::Failed(FailureKind::Panic, panic_message(&*payload))
+                            }
+                            (Some(Ok(())), _) => Outcome::Ok,
+                            (Some(Err((kind, msg))), _) => Outcome::Failed(kind, msg),
+                            (None, _) => unreachable!("deferred completion without a result"),
+                        };
+                        return self.complete(op, outcome);
+                    }
+                }
             }
         };
         CURRENT_ENGINE.with(|c| c.set(prev));
@@ -430,7 +458,31 @@ impl Core {
     }
 
     /// Completion of an async op from its handle, on any thread.
-    pub(crate) fn finish_async(&self, op: OpPtr, result: Result<(), (FailureKind, String)>) {
+    ///
+    /// If the body is still running (it completed its own handle, or handed
+    /// it to a thread that was quick), the result is left in the block and
+    /// the executing thread completes the op once the body returns: the body
+    /// may still be using its `OpCtx`, which borrows the block.
+    pub(crate) fn finish_async(&self, op: OpPtr, result: AsyncResult) {
+        // SAFETY: the completion handle owns the running op until it hands it
+        // over below; the executing thread reads the result only after
+        // seeing `PHASE_DONE_IN_BODY`.
+        let b = unsafe { op.get() };
+        // SAFETY: as above: only this handle writes the result.
+        unsafe { *b.async_result.get() = Some(result) };
+        if b.async_phase
+            .compare_exchange(
+                PHASE_IN_BODY,
+                PHASE_DONE_IN_BODY,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            return;
+        }
+        // SAFETY: the body has returned; the result is ours to take back.
+        let result = unsafe { (*b.async_result.get()).take() }.expect("stored above");
         let outcome = match result {
             Ok(()) => Outcome::Ok,
             Err((kind, msg)) => Outcome::Failed(kind, msg),

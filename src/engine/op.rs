@@ -6,7 +6,7 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr::NonNull;
 
-use crate::sync::{Arc, AtomicUsize};
+use crate::sync::{Arc, AtomicU8, AtomicUsize, Ordering};
 
 use super::completion::Completion;
 use super::core::Signal;
@@ -339,7 +339,26 @@ pub(crate) struct OpBlock {
     pub(crate) name: Cow<'static, str>,
     /// Told the outcome when the op completes.
     pub(crate) signal: Option<Arc<Signal>>,
+    /// Async ops: where the body is (see `completion.rs`, "completion
+    /// during the body").
+    pub(crate) async_phase: AtomicU8,
+    /// Async ops: a result handed over while the body was still running.
+    pub(crate) async_result: UnsafeCell<Option<AsyncResult>>,
 }
+
+/// The body of an async op is not running (sync ops stay here).
+pub(crate) const PHASE_IDLE: u8 = 0;
+/// The async body is running on the executing thread.
+pub(crate) const PHASE_IN_BODY: u8 = 1;
+/// The completion arrived while the body was running; the executing thread
+/// completes the op once the body has returned.
+pub(crate) const PHASE_DONE_IN_BODY: u8 = 2;
+/// The body returned before the completion arrived; the completion
+/// completes the op.
+pub(crate) const PHASE_BODY_RETURNED: u8 = 3;
+
+/// What an async completion reports.
+pub(crate) type AsyncResult = Result<(), (super::error::FailureKind, String)>;
 
 /// Vars kept inline in an op block before spilling to the heap.
 pub(crate) const INLINE_VARS: usize = 4;
@@ -362,6 +381,8 @@ impl OpBlock {
             body: UnsafeCell::new(Body::Empty),
             poisoned: UnsafeCell::new(false),
             signal: None,
+            async_phase: AtomicU8::new(PHASE_IDLE),
+            async_result: UnsafeCell::new(None),
         }
     }
 
@@ -372,6 +393,8 @@ impl OpBlock {
         *self.body.get_mut() = Body::Empty;
         *self.poisoned.get_mut() = false;
         self.signal = None;
+        self.async_phase.store(PHASE_IDLE, Ordering::Relaxed);
+        *self.async_result.get_mut() = None;
         self.name = Cow::Borrowed("");
     }
 }
