@@ -80,7 +80,10 @@ fn a_write_view_of_a_buffer_declared_as_read_is_an_error() {
     })
     .unwrap();
     let failure = e.wait_for_all().unwrap_err().to_string();
-    assert!(failure.contains("sneaky again") && failure.contains("read only"), "{failure}");
+    assert!(
+        failure.contains("sneaky again") && failure.contains("read only"),
+        "{failure}"
+    );
     assert_eq!(t.to_vec().unwrap(), [0.0; 8]);
 }
 
@@ -249,7 +252,11 @@ fn dropping_the_last_handle_frees_after_the_last_pending_op() {
         drop(t);
         assert!(var.is_deleted());
         let st = s.stats();
-        assert_eq!((st.in_use, st.cached), (8192, 0), "{kind:?}: freed too early");
+        assert_eq!(
+            (st.in_use, st.cached),
+            (8192, 0),
+            "{kind:?}: freed too early"
+        );
         go_tx.send(()).unwrap();
         e.wait_for_all().unwrap();
         let st = s.stats();

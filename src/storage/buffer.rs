@@ -178,7 +178,11 @@ impl<T: Copy + Send + Sync + 'static> Tensor<T> {
     /// # Errors
     ///
     /// As [`Tensor::full`].
-    pub fn new(engine: &Engine, storage: &Arc<dyn Storage>, len: usize) -> Result<Self, StorageError>
+    pub fn new(
+        engine: &Engine,
+        storage: &Arc<dyn Storage>,
+        len: usize,
+    ) -> Result<Self, StorageError>
     where
         T: Default,
     {
@@ -436,7 +440,12 @@ pub(super) fn allocate_init<T: Copy>(
     len: usize,
     init: impl FnOnce(&mut [MaybeUninit<T>]),
 ) -> Result<OwnedAllocation, StorageError> {
-    const { assert!(mem::align_of::<T>() <= 64, "element alignment above 64 bytes") };
+    const {
+        assert!(
+            mem::align_of::<T>() <= 64,
+            "element alignment above 64 bytes"
+        )
+    };
     let bytes = len
         .checked_mul(mem::size_of::<T>())
         .ok_or(StorageError::TooLarge {
@@ -446,7 +455,10 @@ pub(super) fn allocate_init<T: Copy>(
         })?;
     let mut allocation = OwnedAllocation::new(Arc::clone(storage), bytes)?;
     debug_assert_eq!(allocation.as_ptr() as usize % mem::align_of::<T>(), 0);
-    let ptr = allocation.as_uninit_mut().as_mut_ptr().cast::<MaybeUninit<T>>();
+    let ptr = allocation
+        .as_uninit_mut()
+        .as_mut_ptr()
+        .cast::<MaybeUninit<T>>();
     // SAFETY: the block is at least `len * size_of::<T>()` bytes, aligned to
     // the manager's alignment (64 or more, and `T`'s alignment is at most 64:
     // the const assertion above), and exclusively ours through `&mut`
