@@ -141,7 +141,6 @@ fn pusher(sh: &Shared, thread: u64) -> Vec<Vec<u64>> {
     let mut rng = SplitMix64::new(SEED ^ thread.wrapping_mul(0xD1B5_4A32_D192_ED03));
     let mut slots: Vec<Option<Slot>> = (0..SLOTS).map(|_| None).collect();
     let mut contrib = vec![vec![0u64; ACC_LEN]; SHARED];
-    let mut next_id = thread << 32;
 
     for step in 0..STEPS {
         if step % SYNC_EVERY == SYNC_EVERY - 1 {
@@ -152,8 +151,7 @@ fn pusher(sh: &Shared, thread: u64) -> Vec<Vec<u64>> {
         let i = rng.below(SLOTS as u64) as usize;
         let Some(slot) = &slots[i] else {
             let len = rng.range_inclusive(2, MAX_LEN) as usize;
-            next_id += 1;
-            let id = next_id;
+            let id = (thread << 32) | step as u64;
             let mut model: Vec<u64> = (0..len).map(|_| rng.next_u64()).collect();
             model[0] = canary(id);
             model[len - 1] = !canary(id);

@@ -84,12 +84,25 @@ use super::{OwnedAllocation, Storage, StorageError};
 pub type Buffer = Tensor<u8>;
 
 /// `len` values of `T` in memory from a [`Storage`] manager, with the engine
-/// var that orders the ops on them. See the [module docs](self) for the
-/// rules.
+/// var that orders the ops on them.
 ///
 /// Cloning is cheap: clones share the buffer. Dropping the last clone pushes
 /// the deletion op that returns the memory to the pool after the last
-/// pending op on it.
+/// pending op on it (at once if the engine was shut down).
+///
+/// # Views
+///
+/// Inside an op body, [`read`](Self::read) gives `&[T]` and
+/// [`write`](Self::write) gives `&mut [T]`, checked at run time: a read view
+/// needs the op to declare the tensor's var as read or written, a write view
+/// as written; a view that would overlap another live view of the same
+/// tensor (two write views, or a read and a write view) is refused, as
+/// `RefCell` would. Each refusal is a [`ViewError`], which `?` turns into a
+/// failure of the op. Since the engine runs a writer of a var alone and
+/// readers only beside readers, a correct program never meets the second
+/// refusal across ops; within one body, or when an async op completes while
+/// its body still holds a view, it is what keeps `&mut [T]` unique. Views
+/// borrow the op's context and cannot leave the body.
 ///
 /// `T` is any `Copy` type with alignment up to 64 bytes (the least alignment
 /// of every manager; larger is a compile-time error).
@@ -134,7 +147,7 @@ pub type Buffer = Tensor<u8>;
 ///
 /// A view cannot leave the op body it was made in:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0521
 /// use depengine::storage::{DeviceId, StorageConfig, Tensor};
 /// use depengine::{Engine, OpDesc};
 /// let engine = Engine::builder().build().unwrap();

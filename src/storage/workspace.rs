@@ -51,7 +51,7 @@ use super::{DeviceId, OwnedAllocation, Storage, StorageError};
 ///
 /// It cannot be kept past the body:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0521
 /// use depengine::storage::{DeviceId, StorageConfig, Workspace};
 /// use depengine::{Engine, OpDesc};
 /// let engine = Engine::builder().build().unwrap();
