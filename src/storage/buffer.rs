@@ -107,6 +107,11 @@ pub type Buffer = Tensor<u8>;
 /// `T` is any `Copy` type with alignment up to 64 bytes (the least alignment
 /// of every manager; larger is a compile-time error).
 ///
+/// A tensor holds a clone of its engine: dropping the user's engine handles
+/// does not shut the engine down while tensors live (an explicit
+/// [`Engine::shutdown`] does; tensors dropped afterwards free their memory
+/// at once).
+///
 /// # Examples
 ///
 /// ```
@@ -355,10 +360,12 @@ impl<T: Copy + Send + Sync + 'static> Tensor<T> {
         )
     }
 
-    /// The start of the values. Valid until the deletion op of the last
-    /// handle has run; reading or writing through it is only free of data
-    /// races inside an op that declared the var accordingly, and is the
-    /// caller's `unsafe` responsibility. Prefer [`read`](Self::read) and
+    /// The start of the values. Valid until the deletion op pushed by the
+    /// last handle's drop has run (or, when that push is refused because the
+    /// engine was shut down or the var deleted by hand, until that drop).
+    /// Reading or writing through it is only free of data races inside an op
+    /// that declared the var accordingly, and is the caller's `unsafe`
+    /// responsibility. Prefer [`read`](Self::read) and
     /// [`write`](Self::write).
     pub fn as_ptr(&self) -> *const T {
         self.ptr()
@@ -472,10 +479,12 @@ pub(super) fn allocate_init<T: Copy>(
         .as_uninit_mut()
         .as_mut_ptr()
         .cast::<MaybeUninit<T>>();
-    // SAFETY: the block is at least `len * size_of::<T>()` bytes, aligned to
-    // the manager's alignment (64 or more, and `T`'s alignment is at most 64:
-    // the const assertion above), and exclusively ours through `&mut`
-    // allocation; `MaybeUninit<T>` has no validity requirement. For a
+    // SAFETY: the block is at least `len * size_of::<T>()` bytes and aligned
+    // to 64 or more: only this crate's managers make allocations
+    // (`Allocation::new` is crate-private) and their configured alignment is
+    // validated to be at least 64, while `T`'s alignment is at most 64 (the
+    // const assertion above). It is exclusively ours through `&mut
+    // allocation`; `MaybeUninit<T>` has no validity requirement. For a
     // zero-sized `T` the pointer is non-null and aligned, as a slice needs.
     let slots = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
     init(slots);
@@ -682,6 +691,7 @@ mod tests {
         assert_send_sync::<ReadView<'static, u64>>();
         assert_send_sync::<WriteView<'static, u64>>();
         assert_send_sync::<ViewError>();
+        assert_send_sync::<super::super::Workspace<'static, f64>>();
     }
 
     #[test]
