@@ -35,6 +35,11 @@
 //!    a view lets the next op start; that op's view is then refused instead
 //!    of racing.
 //!
+//! An async body should take its views, and drop them, before it consumes
+//! its [`Completion`](crate::Completion): once the op has completed, its
+//! `OpCtx` no longer describes a running op, so no view should be asked of
+//! it.
+//!
 //! Views borrow both the tensor handle and the op's [`OpCtx`], so they cannot
 //! outlive the body, and while one lives its handle does too: the buffer
 //! cannot be freed under a view. Memory is initialised when a tensor is made
@@ -102,7 +107,9 @@ pub type Buffer = Tensor<u8>;
 /// readers only beside readers, a correct program never meets the second
 /// refusal across ops; within one body, or when an async op completes while
 /// its body still holds a view, it is what keeps `&mut [T]` unique. Views
-/// borrow the op's context and cannot leave the body.
+/// borrow the op's context and cannot leave the body. (An async body takes
+/// and drops its views before it consumes its
+/// [`Completion`](crate::Completion).)
 ///
 /// `T` is any `Copy` type with alignment up to 64 bytes (the least alignment
 /// of every manager; larger is a compile-time error).
