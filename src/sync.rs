@@ -22,6 +22,25 @@ pub(crate) use loom::sync::atomic::{
 
 pub(crate) use crossbeam_utils::CachePadded;
 
+// ---------------------------------------------------------------------------
+// State outside the dependency protocol.
+// ---------------------------------------------------------------------------
+
+/// Primitives for state that no loom model explores: the storage managers'
+/// free lists, statistics and registry, and the borrow flags of buffers.
+///
+/// They stay `std`/parking_lot/once_cell in both builds. Some live in statics
+/// with `const` constructors, which loom's types lack, and all of them must
+/// keep working when a loom build runs code outside `loom::model` (the storage
+/// tests, doc examples). None of them orders the engine's ops: a buffer's
+/// memory is published from one op to the next by the var protocol, which is
+/// modelled.
+pub(crate) mod unmodelled {
+    pub(crate) use once_cell::sync::OnceCell;
+    pub(crate) use parking_lot::{Mutex, RwLock};
+    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+}
+
 /// Number of logical CPUs, for default worker counts.
 pub(crate) fn cpu_count() -> usize {
     #[cfg(loom)]

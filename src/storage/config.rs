@@ -12,7 +12,7 @@
 //! Byte counts take an optional suffix `K`/`KiB`, `M`/`MiB`, `G`/`GiB`
 //! (powers of 1024). An unset or empty variable keeps the builder's value.
 
-use std::sync::Arc;
+use crate::sync::Arc;
 
 use super::naive::NaiveStorage;
 use super::pool::PooledStorage;

@@ -22,6 +22,12 @@
 //! Managers are `Send + Sync` and meant to be shared behind `Arc`: a buffer's
 //! deletion op may free an allocation on any thread, long after it was made.
 //!
+//! On top of the managers sit the engine-facing types: a [`Tensor`] (or
+//! [`Buffer`], its untyped form) is an allocation plus an engine var, with
+//! views checked against what the running op declared, and a deletion op
+//! pushed when its last handle is dropped; a [`Workspace`] is scratch memory
+//! from the pool for one running op.
+//!
 //! # Examples
 //!
 //! ```
@@ -44,6 +50,7 @@
 //! ```
 
 mod allocation;
+mod buffer;
 pub mod config;
 mod error;
 mod naive;
@@ -54,11 +61,13 @@ pub mod rounding;
 mod stats;
 mod system;
 mod unpooled;
+mod workspace;
 
 #[cfg(test)]
 mod tests;
 
 pub use allocation::{Allocation, DeviceId, DeviceKind};
+pub use buffer::{Access, Buffer, ReadView, Tensor, ViewError, WriteView};
 pub use config::{PoolType, StorageBuilder, StorageConfig};
 pub use error::{BuildError, FreeError, StorageError};
 pub use naive::NaiveStorage;
@@ -67,6 +76,7 @@ pub use pool::PooledStorage;
 pub use registry::Storages;
 pub use stats::StorageStats;
 pub use unpooled::UnpooledStorage;
+pub use workspace::Workspace;
 
 use rounding::Rounding;
 

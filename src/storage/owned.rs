@@ -1,9 +1,9 @@
 //! An allocation that returns to its manager when dropped: what a scratch
 //! workspace of a running op, or any scoped use, wants.
 
+use crate::sync::Arc;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
 
 use super::{Allocation, Storage, StorageError};
 

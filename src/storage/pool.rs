@@ -27,8 +27,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
 
-use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
+use crate::sync::unmodelled::Mutex;
+use crate::sync::CachePadded;
 
 use super::rounding::Rounding;
 use super::stats::StorageStats;

@@ -1,11 +1,10 @@
 //! One manager per context: the front that hands out managers and routes
 //! allocations and frees to them (MXNet's `StorageImpl`).
 
+use crate::sync::Arc;
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use once_cell::sync::OnceCell;
-use parking_lot::RwLock;
+use crate::sync::unmodelled::{OnceCell, RwLock};
 
 use super::{
     Allocation, BuildError, DeviceId, FreeError, Storage, StorageConfig, StorageError, StorageStats,

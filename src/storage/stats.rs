@@ -8,10 +8,10 @@
 //! * `held() == in_use + cached`, and
 //! * `allocated_bytes == held() + released_bytes`.
 
+use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crossbeam_utils::CachePadded;
+use crate::sync::CachePadded;
 
 /// A snapshot of one manager's statistics.
 ///

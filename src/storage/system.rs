@@ -22,11 +22,11 @@
 //! `try_reserve` and hand a block straight back to the system when that
 //! fails.
 
+use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crossbeam_utils::CachePadded;
+use crate::sync::CachePadded;
 
 use super::stats::Counters;
 use super::{Allocation, DeviceId, StorageConfig, StorageError};

@@ -26,7 +26,7 @@ fn handles_and_managers_are_send_and_sync() {
     send_sync::<PooledStorage>();
     send_sync::<UnpooledStorage>();
     send_sync::<Storages>();
-    send_sync::<std::sync::Arc<dyn Storage>>();
+    send_sync::<crate::sync::Arc<dyn Storage>>();
     send_sync::<StorageError>();
     send_sync::<FreeError>();
     send_sync::<BuildError>();
