@@ -30,15 +30,14 @@
 //!    per op, not per view: one body could ask twice. Each buffer carries an
 //!    atomic flag used like `RefCell`'s: any number of read views or one
 //!    write view, otherwise a [`ViewError::Borrowed`]. Because the flag is
-//!    atomic and shared by every op, it also refuses overlap the engine
-//!    cannot see — an async body that completes its op while it still holds
-//!    a view lets the next op start; that op's view is then refused instead
-//!    of racing.
+//!    atomic and shared by every op, it is also a backstop across ops: a
+//!    view still held when another op asks for an overlapping one is
+//!    refused instead of racing.
 //!
-//! An async body should take its views, and drop them, before it consumes
-//! its [`Completion`](crate::Completion): once the op has completed, its
-//! `OpCtx` no longer describes a running op, so no view should be asked of
-//! it.
+//! An async op completes only after its body has returned, even when the
+//! body consumes its [`Completion`](crate::Completion) early (the engine
+//! defers such a completion), so views taken in the body never overlap the
+//! next op on the var.
 //!
 //! Views borrow both the tensor handle and the op's [`OpCtx`], so they cannot
 //! outlive the body, and while one lives its handle does too: the buffer
@@ -105,11 +104,8 @@ pub type Buffer = Tensor<u8>;
 /// `RefCell` would. Each refusal is a [`ViewError`], which `?` turns into a
 /// failure of the op. Since the engine runs a writer of a var alone and
 /// readers only beside readers, a correct program never meets the second
-/// refusal across ops; within one body, or when an async op completes while
-/// its body still holds a view, it is what keeps `&mut [T]` unique. Views
-/// borrow the op's context and cannot leave the body. (An async body takes
-/// and drops its views before it consumes its
-/// [`Completion`](crate::Completion).)
+/// refusal across ops; within one body it is what keeps `&mut [T]` unique.
+/// Views borrow the op's context and cannot leave the body.
 ///
 /// `T` is any `Copy` type with alignment up to 64 bytes (the least alignment
 /// of every manager; larger is a compile-time error).
