@@ -4,7 +4,7 @@
 //!
 //! The path from a file to a run:
 //!
-//! 1. [`Graph::load`] reads a graph file ([`format`]) and validates it
+//! 1. [`Graph::load`] reads a graph file ([`format`](mod@format)) and validates it
 //!    ([`GraphError`] names the op or tensor at fault);
 //! 2. [`planner::plan`] gives every tensor a storage id and every storage a
 //!    size ([`MemoryPlan`]), which [`MemoryPlan::validate`] checks;
