@@ -275,3 +275,15 @@ fn a_failing_body_is_reported() {
     )
     .unwrap();
 }
+
+#[test]
+fn public_graph_types_are_thread_safe() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Graph>();
+    send_sync::<MemoryPlan>();
+    send_sync::<Bodies>();
+    send_sync::<RunOptions>();
+    send_sync::<executor::RunReport>();
+    send_sync::<ChecksumLog>();
+    send_sync::<ExecError>();
+}

@@ -286,6 +286,30 @@ fn ignored_inputs_do_not_hold_storage() {
     assert!(g.ignore_inputs(3, &[7]).is_err());
 }
 
+#[test]
+fn a_tensor_nothing_produces_or_reads_gets_a_block_of_its_own() {
+    let g = graph(
+        &[
+            (0, 64, "input"),
+            (1, 64, "intermediate"),
+            (2, 64, "intermediate"),
+            (3, 64, "output"),
+        ],
+        &[("a", "f", &[0], &[1], &[]), ("b", "f", &[1], &[3], &[])],
+    )
+    .unwrap();
+    let p = plan(&g, &PlanOptions::default()).unwrap();
+    p.validate(&g).unwrap();
+    let orphan = g.tensor_by_file_id(2).unwrap();
+    assert!(
+        p.storage_of
+            .iter()
+            .filter(|&&s| s == p.storage_of[orphan])
+            .count()
+            == 1
+    );
+}
+
 // ---------------------------------------------------------------- match_range
 
 /// Free a 100-byte block, then ask for 300 bytes.

@@ -159,10 +159,10 @@ pub(crate) fn alloc_memory(
         }
     }
     // Tensors that no op produces and that are not external (never read,
-    // or the graph would not have validated): a block each.
+    // or the graph would not have validated): a new block each.
     for (t, s) in sid.iter_mut().enumerate() {
         if *s == Sid::Unset {
-            let b = alloc.request(graph.tensor(t).size, devices.tensor_device[t], 0);
+            let b = alloc.alloc(graph.tensor(t).size, devices.tensor_device[t]);
             *s = Sid::Block(b);
         }
     }

@@ -87,7 +87,8 @@ impl<'a> GraphAllocator<'a> {
         }
     }
 
-    fn alloc(&mut self, size: u64, device: DeviceId) -> usize {
+    /// A new block, never a free one.
+    pub(crate) fn alloc(&mut self, size: u64, device: DeviceId) -> usize {
         self.blocks.push(Block {
             size,
             device,
