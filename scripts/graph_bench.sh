@@ -2,7 +2,8 @@
 # Graph planning and execution figures for BENCHMARKS.md: for every graph in
 # tests/data/graphs, the planned bytes with and without in-place reuse, and
 # for k = 1, 2, 4 colour groups a static run on 2 workers (pooled engine,
-# busy body at scale 1), three runs each. Prints one JSON object per line.
+# busy body at scale 1), and a dynamic-mode run, three runs each. Prints one
+# JSON object per line.
 #
 #   cargo build --release && bash scripts/graph_bench.sh > /tmp/graph_bench.jsonl
 set -euo pipefail
@@ -20,5 +21,9 @@ for g in tests/data/graphs/*.json; do
       "$bin" run "$g" --json --scale 1 --workers 2 --engine pooled --colors "$k" \
         | jq -c --arg kind "exec" --argjson run "$r" '. + {kind: $kind, run: $run}'
     done
+  done
+  for r in $(seq "$runs"); do
+    "$bin" run "$g" --json --scale 1 --workers 2 --engine pooled --mode dynamic \
+      | jq -c --arg kind "dynamic" --argjson run "$r" '. + {kind: $kind, run: $run}'
   done
 done
