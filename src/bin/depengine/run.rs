@@ -28,7 +28,8 @@ pub(crate) struct RunArgs {
     /// Executor: naive, pooled or per-device.
     #[arg(long, default_value = "per-device", value_parser = parse_kind)]
     engine: EngineKind,
-    /// CPU worker threads.
+    /// CPU worker threads (the naive executor has none: ops run on the
+    /// pushing thread).
     #[arg(long, default_value_t = 2)]
     workers: usize,
     /// ColorNodeGroup groups: storage is shared only within a group.
