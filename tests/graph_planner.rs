@@ -535,6 +535,15 @@ fn devices_propagate_from_copy_ops() {
     missing.annotate_device(8, g1).unwrap();
     let err = plan(&missing, &PlanOptions::default()).unwrap_err();
     assert!(err.to_string().contains("copy op is missing"), "{err}");
+    // A graph input read on two devices without a copy is an error too.
+    let mut two = graph(
+        &[(0, 16, "input"), (1, 16, "output"), (2, 16, "output")],
+        &[("a", "f", &[0], &[1], &[]), ("b", "f", &[0], &[2], &[])],
+    )
+    .unwrap();
+    two.annotate_device(1, g2).unwrap();
+    let err = plan(&two, &PlanOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("\"b\""), "{err}");
 }
 
 #[test]

@@ -9,6 +9,17 @@
 //! earlier), and nothing else waits for it. Simplified assigns are not
 //! pushed at all; plain assigns copy their value into the target.
 //!
+//! Why one var per storage is enough: the plan is made in execution order,
+//! which is the push order, and a storage passes from tensor A to tensor B
+//! only when every use of A comes before B's producer (or is B's producer
+//! itself, in place). Every op that touches A is therefore pushed before
+//! B's producer, which writes the storage's var: by the engine's per-var
+//! ordering it runs after all of them, and B's readers, pushed after it,
+//! run after it. Tensors in different storages have different vars, so
+//! reuse adds exactly these write-after-read edges; with k colour groups a
+//! block passes only between ops of one group, so the edges stay inside a
+//! group.
+//!
 //! **Dynamic mode** (for comparison): every tensor gets its own var; its
 //! buffer is allocated from the pool by its producer when that runs, and
 //! freed by a deletion op ([`Engine::delete_var_with`]) pushed right after

@@ -13,8 +13,9 @@
 //!    param lives on the device of its first use (the source device when
 //!    that use is a copy).
 //!
-//! An op reading a produced tensor that lives on another device, without
-//! being a copy from that device, is an error: a copy op is missing.
+//! An op reading a tensor that lives on another device, without being a
+//! copy from that device, is an error: a copy op is missing (for a graph
+//! input or param: its readers disagree on its device).
 
 use crate::storage::DeviceId;
 
@@ -118,7 +119,7 @@ pub fn plan_devices(graph: &Graph, default: DeviceId) -> Result<DevicePlan, Plan
         let need = input_device(graph, k, &dev).unwrap_or(default);
         for (_, t) in op.used_inputs() {
             let tensor = graph.tensor(t);
-            if tensor.producer.is_some() && tensor_device[t] != need {
+            if tensor_device[t] != need {
                 return Err(PlanError::DeviceConflict {
                     op: op.label(k),
                     why: format!(
