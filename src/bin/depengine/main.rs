@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod plan;
+mod run;
 mod simulate;
 
 /// depengine: a dependency engine, its memory planners and its benchmarks.
@@ -24,6 +25,9 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Simulate training memory (oracle, pool, semi-sync and async swapping).
     Simulate(simulate::SimulateArgs),
+    /// Plan a graph's memory and run it on the engine (default: a bundled
+    /// ResNet-18).
+    Run(run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +36,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Run(args) => run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
