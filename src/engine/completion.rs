@@ -55,6 +55,20 @@ use super::op::{OpPtr, OpResult};
 /// engine.wait_for_var(&v).unwrap();
 /// assert_eq!(v.version(), 1);
 /// ```
+///
+/// A handle completes its op at most once: consuming it twice does not
+/// compile.
+///
+/// ```compile_fail,E0382
+/// use depengine::{Engine, OpDesc};
+/// let engine = Engine::builder().build().unwrap();
+/// engine
+///     .push_async(OpDesc::new("twice"), |_, done| {
+///         done.done();
+///         done.done();
+///     })
+///     .unwrap();
+/// ```
 #[must_use = "an async op completes only when its Completion is consumed; dropping it fails the op"]
 pub struct Completion {
     core: Arc<Core>,

@@ -28,6 +28,16 @@ use super::var::Var;
 /// engine.wait_for_all().unwrap();
 /// assert_eq!(v.version(), 5);
 /// ```
+///
+/// A deleted operator cannot be pushed again: deletion consumes it.
+///
+/// ```compile_fail,E0382
+/// use depengine::{Engine, OpDesc};
+/// let engine = Engine::builder().build().unwrap();
+/// let op = engine.new_operator(OpDesc::new("step"), |_| Ok(())).unwrap();
+/// engine.delete_operator(op).unwrap();
+/// engine.push_operator(&op, 0).unwrap();
+/// ```
 pub struct Operator {
     pub(crate) engine: u64,
     pub(crate) name: Cow<'static, str>,
