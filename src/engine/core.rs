@@ -278,7 +278,7 @@ impl Core {
         *block.poisoned.get_mut() = false;
         fill_vars(&mut block, &desc.reads, &desc.writes);
         block.signal = signal;
-        let nvars = block.reads.len() + block.writes.len();
+        let nvars = block.vars.len();
         block.wait.store(nvars + 1, Ordering::Relaxed);
         let deletes = block.property == Property::DeleteVar;
 
@@ -292,7 +292,7 @@ impl Core {
         let (granted, after_delete) = if nvars == 0 {
             (0, false)
         } else {
-            append_all(op, &b.reads, &b.writes, deletes)
+            append_all(op, b.reads(), b.writes(), deletes)
         };
         if after_delete && !internal {
             // A concurrent `delete_var` got there first: the op must not touch
@@ -341,11 +341,7 @@ impl Core {
         }
         let mut skip = None;
         if !b.property.never_skipped() {
-            skip = b
-                .reads
-                .iter()
-                .chain(b.writes.iter())
-                .find_map(|v| v.failure());
+            skip = b.vars.iter().find_map(|v| v.failure());
         }
         if let Some(f) = skip {
             return self.complete(op, Outcome::Skipped(f));
@@ -378,7 +374,7 @@ impl Core {
                         // SAFETY: the completion stored the result before
                         // its release CAS, which our acquire CAS saw; the
                         // handle is consumed, so nobody else touches it.
-                        let result = unsafe { (*b.async_result.get()).take() };
+                        let result = unsafe { (*b.async_result.get()).take() }.map(|r| *r);
                         let outcome = match (result, caught) {
                             (Some(Err((FailureKind::CompletionDropped, _))), Err(payload)) => {
                                 Outcome::Failed(FailureKind::Panic, panic_message(&*payload))
@@ -413,25 +409,25 @@ impl Core {
                 self.failures.lock().push(LogEntry {
                     failure: f.clone(),
                     reported: false,
-                    tainted: b.writes.to_vec(),
+                    tainted: b.writes().to_vec(),
                 });
                 Some(f)
             }
             Outcome::Skipped(f) => {
-                if !b.writes.is_empty() {
+                if !b.writes().is_empty() {
                     let mut log = self.failures.lock();
                     if let Some(e) = log.iter_mut().find(|e| Arc::ptr_eq(&e.failure, &f)) {
-                        e.tainted.extend(b.writes.iter().cloned());
+                        e.tainted.extend(b.writes().iter().cloned());
                     }
                 }
                 Some(f)
             }
         };
         let mut ready = ReadyList::new();
-        for v in &b.reads {
+        for v in b.reads() {
             v.complete_read(&mut ready);
         }
-        for v in &b.writes {
+        for v in b.writes() {
             v.complete_write(failure.as_ref(), b.bump_version, &mut ready);
         }
         if let Some(signal) = &b.signal {
@@ -469,7 +465,7 @@ impl Core {
         // seeing `PHASE_DONE_IN_BODY`.
         let b = unsafe { op.get() };
         // SAFETY: as above: only this handle writes the result.
-        unsafe { *b.async_result.get() = Some(result) };
+        unsafe { *b.async_result.get() = Some(Box::new(result)) };
         if b.async_phase
             .compare_exchange(
                 PHASE_IN_BODY,
@@ -482,7 +478,7 @@ impl Core {
             return;
         }
         // SAFETY: the body has returned; the result is ours to take back.
-        let result = unsafe { (*b.async_result.get()).take() }.expect("stored above");
+        let result = *unsafe { (*b.async_result.get()).take() }.expect("stored above");
         let outcome = match result {
             Ok(()) => Outcome::Ok,
             Err((kind, msg)) => Outcome::Failed(kind, msg),
@@ -675,36 +671,56 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Copies the op's vars into the block: writes first (deduplicated), then
 /// reads that are not written (deduplicated) — rule 2.
 fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super::op::VarList<'_>) {
-    let total = reads.len() + writes.len();
-    writes.for_each(|v| block.writes.push(v.inner.clone()));
-    reads.for_each(|v| block.reads.push(v.inner.clone()));
-    if total <= 1 {
-        return;
-    }
     let key = |v: &Arc<VarInner>| Arc::as_ptr(v) as usize;
-    if total <= 16 {
-        dedup_small(&mut block.writes, key);
-        let writes = &block.writes;
-        block
-            .reads
-            .retain(|r| !writes.iter().any(|w| Arc::ptr_eq(w, r)));
-        dedup_small(&mut block.reads, key);
+    let vars = &mut block.vars;
+    writes.for_each(|v| vars.push(v.inner.clone()));
+    let large = reads.len() + writes.len() > 16;
+    if large {
+        vars.sort_unstable_by_key(key);
+        vars.dedup_by_key(|v| key(v));
     } else {
-        block.writes.sort_unstable_by_key(key);
-        block.writes.dedup_by_key(|v| key(v));
-        block.reads.sort_unstable_by_key(key);
-        block.reads.dedup_by_key(|v| key(v));
-        let writes = &block.writes;
-        block
-            .reads
-            .retain(|r| writes.binary_search_by_key(&key(r), key).is_err());
+        dedup_small(vars, 0, key);
+    }
+    let nwrites = vars.len();
+    reads.for_each(|v| vars.push(v.inner.clone()));
+    if large {
+        vars[nwrites..].sort_unstable_by_key(key);
+        dedup_from(vars, nwrites, |a, b| key(a) == key(b));
+        let mut i = nwrites;
+        while i < vars.len() {
+            if vars[..nwrites]
+                .binary_search_by_key(&key(&vars[i]), key)
+                .is_ok()
+            {
+                vars.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    } else {
+        dedup_small(vars, nwrites, key);
+    }
+    block.nwrites = u32::try_from(nwrites).expect("an op writes fewer than 2^32 vars");
+}
+
+/// Removes later duplicates from `v[start..]` of anything already in `v[..i]`
+/// (so reads that are also written go too).
+fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&Arc<VarInner>) -> usize) {
+    let mut i = start.max(1);
+    while i < v.len() {
+        if v[..i].iter().any(|x| key(x) == key(&v[i])) {
+            v.remove(i);
+        } else {
+            i += 1;
+        }
     }
 }
 
-fn dedup_small(v: &mut VarVec, key: impl Fn(&Arc<VarInner>) -> usize) {
-    let mut i = 1;
+/// Removes consecutive duplicates from the sorted tail `v[start..]`.
+fn dedup_from(v: &mut VarVec, start: usize, same: impl Fn(&Arc<VarInner>, &Arc<VarInner>) -> bool) {
+    let mut i = start + 1;
     while i < v.len() {
-        if v[..i].iter().any(|x| key(x) == key(&v[i])) {
+        if same(&v[i - 1], &v[i]) {
             v.remove(i);
         } else {
             i += 1;

@@ -78,8 +78,8 @@ impl PendingReport {
                         seq: b.seq,
                         name: b.name.to_string(),
                         writes_this_var: access == Access::Write,
-                        reads: b.reads.iter().map(|r| r.id).collect(),
-                        writes: b.writes.iter().map(|w| w.id).collect(),
+                        reads: b.reads().iter().map(|r| r.id).collect(),
+                        writes: b.writes().iter().map(|w| w.id).collect(),
                     }
                 })
                 .collect();

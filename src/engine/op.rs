@@ -283,12 +283,18 @@ impl OpCtx<'_> {
 
     /// True when the op declared `var` among the vars it reads (and not writes).
     pub fn declares_read(&self, var: &Var) -> bool {
-        self.block.reads.iter().any(|v| Arc::ptr_eq(v, &var.inner))
+        self.block
+            .reads()
+            .iter()
+            .any(|v| Arc::ptr_eq(v, &var.inner))
     }
 
     /// True when the op declared `var` among the vars it writes.
     pub fn declares_write(&self, var: &Var) -> bool {
-        self.block.writes.iter().any(|v| Arc::ptr_eq(v, &var.inner))
+        self.block
+            .writes()
+            .iter()
+            .any(|v| Arc::ptr_eq(v, &var.inner))
     }
 }
 
@@ -315,35 +321,38 @@ pub(crate) enum Body {
 /// the plain fields are read-only until the op completes; `body` and `poisoned`
 /// belong to the one thread that brought `wait` to zero (it runs the op).
 /// After completion the block goes back to the pool.
+// `repr(C)` keeps the declared order: the fields a worker touches for every
+// op (counter, kind, routing, var list with its inline storage, body) fill
+// the first two cache lines; the cold ones (name, sequence number, signal,
+// async hand-over) come last. Every line the pusher writes is a line the
+// worker must fetch from the pusher's core, so fewer lines per op is what
+// makes handing an op over cheap.
+#[repr(C, align(64))]
 pub(crate) struct OpBlock {
-    // Fields are ordered so that what a worker touches for every op (the
-    // counter, the kind, the var lists with their inline storage, the body)
-    // sits in the first cache lines; the var lists keep up to
-    // `INLINE_VARS` vars inline, so running an op reads no separate buffer.
     /// Dependencies still missing, plus one guard held by the pusher while it
     /// appends the op to its vars (so the op cannot start before every var has it).
     pub(crate) wait: AtomicUsize,
+    pub(crate) priority: i32,
+    /// Number of leading entries of `vars` that are written.
+    pub(crate) nwrites: u32,
     pub(crate) property: Property,
     /// Internal waits that write a var without counting as a write.
     pub(crate) bump_version: bool,
     /// Met a deleted var at push time: fails instead of running.
     pub(crate) poisoned: UnsafeCell<bool>,
-    pub(crate) priority: i32,
-    /// Vars written, deduplicated.
-    pub(crate) writes: VarVec,
-    /// Vars read and not written, deduplicated.
-    pub(crate) reads: VarVec,
-    pub(crate) body: UnsafeCell<Body>,
-    pub(crate) seq: u64,
-    pub(crate) context: Context,
-    pub(crate) name: Cow<'static, str>,
-    /// Told the outcome when the op completes.
-    pub(crate) signal: Option<Arc<Signal>>,
     /// Async ops: where the body is (see `completion.rs`, "completion
     /// during the body").
     pub(crate) async_phase: AtomicU8,
+    pub(crate) context: Context,
+    /// The vars, deduplicated: the written ones first, then those only read.
+    pub(crate) vars: VarVec,
+    pub(crate) body: UnsafeCell<Body>,
+    pub(crate) seq: u64,
+    pub(crate) name: Cow<'static, str>,
+    /// Told the outcome when the op completes.
+    pub(crate) signal: Option<Arc<Signal>>,
     /// Async ops: a result handed over while the body was still running.
-    pub(crate) async_result: UnsafeCell<Option<AsyncResult>>,
+    pub(crate) async_result: UnsafeCell<Option<Box<AsyncResult>>>,
 }
 
 /// The body of an async op is not running (sync ops stay here).
@@ -361,7 +370,7 @@ pub(crate) const PHASE_BODY_RETURNED: u8 = 3;
 pub(crate) type AsyncResult = Result<(), (super::error::FailureKind, String)>;
 
 /// Vars kept inline in an op block before spilling to the heap.
-pub(crate) const INLINE_VARS: usize = 4;
+pub(crate) const INLINE_VARS: usize = 3;
 
 /// An op's var list: inline for the common few vars.
 pub(crate) type VarVec = smallvec::SmallVec<[Arc<VarInner>; INLINE_VARS]>;
@@ -372,8 +381,8 @@ impl OpBlock {
             wait: AtomicUsize::new(0),
             seq: 0,
             name: Cow::Borrowed(""),
-            reads: VarVec::new(),
-            writes: VarVec::new(),
+            nwrites: 0,
+            vars: VarVec::new(),
             context: Context::Cpu(0),
             property: Property::Normal,
             priority: 0,
@@ -386,10 +395,22 @@ impl OpBlock {
         }
     }
 
+    /// Vars the op writes.
+    #[inline]
+    pub(crate) fn writes(&self) -> &[Arc<VarInner>] {
+        &self.vars[..self.nwrites as usize]
+    }
+
+    /// Vars the op reads and does not write.
+    #[inline]
+    pub(crate) fn reads(&self) -> &[Arc<VarInner>] {
+        &self.vars[self.nwrites as usize..]
+    }
+
     /// Drops everything the op held; keeps the vectors' capacity for reuse.
     pub(crate) fn reset(&mut self) {
-        self.reads.clear();
-        self.writes.clear();
+        self.vars.clear();
+        self.nwrites = 0;
         *self.body.get_mut() = Body::Empty;
         *self.poisoned.get_mut() = false;
         self.signal = None;
@@ -428,5 +449,25 @@ impl OpPtr {
 impl fmt::Debug for OpPtr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "OpPtr({:p})", self.0)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn hot_fields_share_the_first_two_cache_lines() {
+        let b = OpBlock::empty();
+        let base = &b as *const OpBlock as usize;
+        let end_of = |p: usize, size: usize| p + size - base;
+        assert!(
+            end_of(
+                &b.vars as *const VarVec as usize,
+                std::mem::size_of::<VarVec>()
+            ) <= 128
+        );
+        assert!(end_of(b.body.get() as usize, std::mem::size_of::<Body>()) <= 128);
+        assert_eq!(base % 64, 0);
     }
 }
