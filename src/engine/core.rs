@@ -31,6 +31,7 @@ use crate::sync::{
 
 use super::block_pool::BlockPool;
 use super::completion::Completion;
+use super::counter::ShardedCounter;
 use super::error::{EngineError, Failure, FailureKind, OpError};
 use super::executor::Executor;
 use super::op::{
@@ -131,9 +132,10 @@ pub(crate) struct Core {
     next_seq: AtomicU64,
     /// Ops pushed, written by pushing threads only.
     pushed: CachePadded<AtomicU64>,
-    /// Ops completed, written by completing threads only: split from `pushed`
-    /// so that pushers and workers do not share a counter's cache line.
-    completed: CachePadded<AtomicU64>,
+    /// Ops completed, written by completing threads only (sharded): split
+    /// from `pushed` so that pushers and workers, and workers among
+    /// themselves, do not share a counter's cache line.
+    completed: ShardedCounter,
     idle_waiters: AtomicUsize,
     idle_lock: Mutex<()>,
     idle_cv: Condvar,
@@ -154,7 +156,7 @@ impl Core {
             next_var: AtomicU64::new(0),
             next_seq: AtomicU64::new(0),
             pushed: CachePadded::new(AtomicU64::new(0)),
-            completed: CachePadded::new(AtomicU64::new(0)),
+            completed: ShardedCounter::new(),
             idle_waiters: AtomicUsize::new(0),
             idle_lock: Mutex::new(()),
             idle_cv: Condvar::new(),
@@ -443,10 +445,8 @@ impl Core {
         self.blocks.give(block);
         // Wake idle waiters when this completion may have emptied the engine
         // (see `wait_idle` for why this loses no wake-up).
-        let done = self.completed.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.idle_waiters.load(Ordering::SeqCst) > 0
-            && done == self.pushed.load(Ordering::SeqCst)
-        {
+        self.completed.add_one();
+        if self.idle_waiters.load(Ordering::SeqCst) > 0 && self.idle() {
             let _g = self.idle_lock.lock();
             self.idle_cv.notify_all();
         }
@@ -558,24 +558,27 @@ impl Core {
 
     /// True when, at one instant, every op pushed so far had completed.
     ///
-    /// `completed` is read before `pushed`: since an op is counted as pushed
-    /// before it can complete, `completed <= pushed` at every instant, so
-    /// reading `c` then `p >= c(then)` and finding `c == p` means that when
-    /// `c` was read nothing was pending.
+    /// `completed` is summed before `pushed` is read. Its shards only grow,
+    /// so the sum `c` is at most the total completed when the last shard was
+    /// read (instant `t`); an op is counted as pushed before it can complete,
+    /// so `pushed(t) >= completed(t) >= c`, and `p`, read later, is at least
+    /// `pushed(t)`. Finding `c == p` therefore means `pushed(t) ==
+    /// completed(t)`: nothing was pending at `t`.
     fn idle(&self) -> bool {
-        let c = self.completed.load(Ordering::SeqCst);
+        let c = self.completed.sum();
         c == self.pushed.load(Ordering::SeqCst)
     }
 
     /// Blocks until no op is pending.
     ///
-    /// No lost wake-up: the completer increments `completed`, then reads
-    /// `idle_waiters`, then `pushed` (all SeqCst); the waiter increments
-    /// `idle_waiters`, then checks `idle()` under the lock. Either the
-    /// completer sees the waiter and notifies under the lock (the waiter is
-    /// then checking or already waiting), or the waiter's check comes after
-    /// the increment and sees it. The completion that makes `completed`
-    /// catch up with `pushed` is the one that notifies.
+    /// No lost wake-up: the completer increments its shard, then reads
+    /// `idle_waiters`, then checks `idle()` (all SeqCst); the waiter
+    /// increments `idle_waiters`, then checks `idle()` under the lock. Either
+    /// the completer sees the waiter and notifies under the lock (the waiter
+    /// is then checking or already waiting), or the waiter's check comes
+    /// after the increment and sees it. Of the last completions, the one
+    /// whose increment comes last in the SeqCst order sees every other
+    /// increment in its `idle()`, so some completer finds the engine idle.
     fn wait_idle(&self) -> Result<(), EngineError> {
         if self.idle() {
             return Ok(());
@@ -619,7 +622,7 @@ impl Core {
     }
 
     pub(crate) fn pending(&self) -> usize {
-        let c = self.completed.load(Ordering::SeqCst);
+        let c = self.completed.sum();
         let p = self.pushed.load(Ordering::SeqCst);
         p.saturating_sub(c) as usize
     }

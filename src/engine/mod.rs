@@ -38,6 +38,7 @@ mod block_pool;
 mod builder;
 mod completion;
 mod core;
+mod counter;
 mod diagnostics;
 mod error;
 mod executor;
