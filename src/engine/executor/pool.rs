@@ -62,6 +62,8 @@ pub(crate) struct PoolShared {
     by_priority: bool,
     sleep: Sleep,
     shutdown: AtomicBool,
+    /// Workers that may spin for work at the same time: half the pool.
+    max_searching: usize,
 }
 
 impl PoolShared {
@@ -166,6 +168,7 @@ impl WorkerPool {
             by_priority,
             sleep: Sleep::new(),
             shutdown: AtomicBool::new(false),
+            max_searching: (workers / 2).max(1),
         });
         let pool = WorkerPool {
             shared: shared.clone(),
@@ -248,7 +251,12 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
 
 /// Spins for work, then sleeps; `None` after a sleep (the caller loops).
 fn search(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
-    shared.sleep.start_searching();
+    if !shared.sleep.try_start_searching(shared.max_searching) {
+        shared
+            .sleep
+            .sleep(|| shared.has_work() || shared.shutdown.load(Ordering::SeqCst));
+        return None;
+    }
     let mut backoff = Backoff::new();
     loop {
         if let Some(op) = shared.find(local, index) {
