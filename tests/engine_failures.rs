@@ -397,3 +397,29 @@ fn a_panicking_async_body_reports_its_panic_message() {
         assert!(f.message.contains("expected test panic in async body"));
     }
 }
+
+#[test]
+fn wait_for_all_reports_how_many_independent_failures_it_saw() {
+    for engine in engines() {
+        let (a, b, c) = (engine.new_var(), engine.new_var(), engine.new_var());
+        for (name, v) in [("fails a", &a), ("fails b", &b), ("fails c", &c)] {
+            engine
+                .push(OpDesc::new(name).writes(v), |_| Err(OpError::msg("x")))
+                .unwrap();
+        }
+        let err = engine.wait_for_all().unwrap_err();
+        match &err {
+            EngineError::OpsFailed { first, more } => {
+                assert_eq!(*more, 2, "{:?}", engine.kind());
+                assert!(first.op.starts_with("fails "));
+            }
+            other => panic!("{:?}: expected OpsFailed, got {other:?}", engine.kind()),
+        }
+        assert!(err.to_string().contains("2 more"), "{err}");
+        // All reported: every var is clean and nothing is reported twice.
+        engine.wait_for_all().unwrap();
+        for v in [&a, &b, &c] {
+            engine.wait_for_var(v).unwrap();
+        }
+    }
+}

@@ -32,7 +32,7 @@ use crate::sync::{
 use super::block_pool::BlockPool;
 use super::completion::Completion;
 use super::counter::ShardedCounter;
-use super::error::{EngineError, Failure, FailureKind, OpError};
+use super::error::{EngineError, Failure, FailureKind};
 use super::executor::Executor;
 use super::op::{
     AsyncResult, Body, Context, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property, VarVec,
@@ -614,10 +614,13 @@ impl Core {
                 }
             }
         }
-        let _ = others;
         match first {
             None => Ok(()),
-            Some(f) => Err(EngineError::OpFailed(f)),
+            Some(f) if others == 0 => Err(EngineError::OpFailed(f)),
+            Some(first) => Err(EngineError::OpsFailed {
+                first,
+                more: others,
+            }),
         }
     }
 
@@ -652,13 +655,9 @@ impl Core {
 fn run_caught(f: impl FnOnce() -> OpResult) -> Outcome {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => Outcome::Ok,
-        Ok(Err(e)) => Outcome::Failed(FailureKind::Error, op_error_message(&e)),
+        Ok(Err(e)) => Outcome::Failed(FailureKind::Error, e.message().to_string()),
         Err(payload) => Outcome::Failed(FailureKind::Panic, panic_message(&*payload)),
     }
-}
-
-pub(crate) fn op_error_message(e: &OpError) -> String {
-    e.message().to_string()
 }
 
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -122,6 +122,16 @@ pub enum EngineError {
     /// An op (or an op it depended on) failed; returned by waits and `push_sync`.
     #[error("{0}")]
     OpFailed(Arc<Failure>),
+    /// Several ops failed independently before `wait_for_all` returned: the
+    /// first failure, and how many more there were (each is recorded on the
+    /// vars it reached until this report clears them).
+    #[error("{first} (and {more} more failed op(s))")]
+    OpsFailed {
+        /// The first failure, in the order failures happened.
+        first: Arc<Failure>,
+        /// How many other failures were reported with it.
+        more: usize,
+    },
     /// The var was created by another engine.
     #[error("{var} belongs to another engine (engine #{var_engine}, not #{engine}); create vars with the engine you push to")]
     ForeignVar {
@@ -178,6 +188,7 @@ impl EngineError {
     pub fn failure(&self) -> Option<&Failure> {
         match self {
             EngineError::OpFailed(f) => Some(f),
+            EngineError::OpsFailed { first, .. } => Some(first),
             _ => None,
         }
     }

@@ -413,8 +413,9 @@ impl Engine {
     ///
     /// # Errors
     ///
-    /// [`EngineError::OpFailed`] with the first failure that no wait has
-    /// reported yet; afterwards every var is clean.
+    /// [`EngineError::OpFailed`] with the failure that no wait has reported
+    /// yet, or [`EngineError::OpsFailed`] with the first of several and their
+    /// count; afterwards every var is clean.
     /// [`EngineError::WaitFromWorker`] from inside an op of this engine.
     pub fn wait_for_all(&self) -> Result<(), EngineError> {
         self.core().wait_all()
