@@ -25,8 +25,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
 use crate::sync::{
-    engine_thread_local, fence, Arc, AtomicBool, AtomicU64, AtomicUsize, CachePadded, Condvar,
-    Mutex, Ordering, Weak,
+    engine_thread_local, fence, unmodelled, Arc, AtomicBool, AtomicU64, AtomicUsize, CachePadded,
+    Condvar, Mutex, Ordering, Weak,
 };
 
 use super::block_pool::BlockPool;
@@ -48,7 +48,7 @@ engine_thread_local! {
 }
 
 /// Engine ids start at 1 so that 0 can mean "no engine".
-static NEXT_ENGINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+static NEXT_ENGINE_ID: unmodelled::AtomicU64 = unmodelled::AtomicU64::new(1);
 
 /// How an op ended.
 pub(crate) enum Outcome {
@@ -150,7 +150,7 @@ impl Core {
     /// Builds the core and starts its executor's threads.
     pub(crate) fn start(config: EngineConfig) -> Result<Arc<Core>, EngineError> {
         let core = Arc::new_cyclic(|weak| Core {
-            id: NEXT_ENGINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: NEXT_ENGINE_ID.fetch_add(1, unmodelled::Ordering::Relaxed),
             config: config.clone(),
             self_ref: weak.clone(),
             next_var: AtomicU64::new(0),

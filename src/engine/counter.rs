@@ -24,8 +24,8 @@ pub(crate) struct ShardedCounter {
 
 #[cfg(not(loom))]
 fn shard_index() -> usize {
+    use crate::sync::unmodelled::{AtomicUsize, Ordering};
     use std::cell::Cell;
-    use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     std::thread_local! {
         static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
@@ -33,7 +33,7 @@ fn shard_index() -> usize {
     SHARD
         .try_with(|s| {
             if s.get() == usize::MAX {
-                s.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS);
+                s.set(NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS);
             }
             s.get()
         })
