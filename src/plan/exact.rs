@@ -32,16 +32,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::conflicts::{neighbors, Conflicts};
+use super::conflicts::Conflicts;
 use super::improve::{improve, ImproveOptions};
 use super::lower_bound::lower_bound;
 use super::records::UsageRecord;
+use super::search::{Budget, Search};
+pub use super::search::MAX_DEPTH;
 use super::OffsetsAssignment;
-
-/// The largest number of non-empty tensors in one independent part that the
-/// search takes on (it recurses once per tensor); larger parts are answered
-/// `Unknown` and keep the heuristic plan.
-pub const MAX_DEPTH: usize = 10_000;
 
 /// Settings of [`exact`].
 #[derive(Debug, Clone)]
@@ -104,29 +101,6 @@ pub struct ExactOutcome {
     pub nodes: u64,
 }
 
-struct Budget {
-    deadline: Option<Instant>,
-    nodes: u64,
-    node_limit: u64,
-    exhausted: bool,
-}
-
-impl Budget {
-    fn tick(&mut self) -> bool {
-        self.nodes += 1;
-        if self.nodes >= self.node_limit {
-            self.exhausted = true;
-        } else if self.nodes % 1024 == 0 {
-            if let Some(d) = self.deadline {
-                if Instant::now() >= d {
-                    self.exhausted = true;
-                }
-            }
-        }
-        !self.exhausted
-    }
-}
-
 /// Finds a placement within a capacity, proves there is none, or gives up
 /// within the limits; see the module notes for the search.
 pub fn exact(
@@ -136,12 +110,7 @@ pub fn exact(
 ) -> ExactOutcome {
     let start = Instant::now();
     let align = options.alignment.max(1);
-    let mut budget = Budget {
-        deadline: options.time_limit.map(|t| start + t),
-        nodes: 0,
-        node_limit: options.node_limit.max(1),
-        exhausted: false,
-    };
+    let mut budget = Budget::new(options.time_limit.map(|t| start + t), options.node_limit);
     let bound = lower_bound(records);
     // The fixed orders alone first: cheap, and often already at the target.
     let quick = improve(
@@ -174,7 +143,7 @@ pub fn exact(
             },
         )
     };
-    let mut solver = Solver::new(records, conflicts, align);
+    let mut solver = Search::new(records, conflicts, align);
     match options.capacity {
         Some(cap) => {
             let yes = |plan, nodes| ExactOutcome {
@@ -276,15 +245,13 @@ fn core_first(
         return None;
     }
     let sub: Vec<UsageRecord> = core.iter().map(|&i| records[i].clone()).collect();
-    let mut solver = Solver::new(&sub, None, align);
+    let mut solver = Search::new(&sub, None, align);
     // The core gets at most a tenth of the remaining node budget, so the
     // full search keeps most of it.
-    let mut core_budget = Budget {
-        deadline: budget.deadline,
-        nodes: 0,
-        node_limit: (budget.node_limit.saturating_sub(budget.nodes) / 10).max(1),
-        exhausted: false,
-    };
+    let mut core_budget = Budget::new(
+        budget.deadline,
+        budget.node_limit.saturating_sub(budget.nodes) / 10,
+    );
     let fits = solver.solve(capacity, &mut core_budget);
     budget.nodes += core_budget.nodes;
     if fits != Fits::Yes {
@@ -310,300 +277,4 @@ fn core_first(
         }
     }
     None
-}
-
-/// The depth-first search over one set of records.
-struct Solver<'a> {
-    records: &'a [UsageRecord],
-    adj: Vec<Vec<usize>>,
-    align: u64,
-    /// Independent parts (record indices), or one part when conflicts exist.
-    parts: Vec<Vec<usize>>,
-    /// Previous identical record, which must be placed first.
-    twin_before: Vec<Option<usize>>,
-    /// Compressed section range [lo, hi] of each record.
-    span: Vec<(usize, usize)>,
-    sections: usize,
-    offsets: Vec<u64>,
-    /// Whether the current pass skipped a branch for lack of discrepancies.
-    cut: bool,
-}
-
-impl<'a> Solver<'a> {
-    fn new(records: &'a [UsageRecord], conflicts: Option<&Conflicts>, align: u64) -> Self {
-        let n = records.len();
-        let adj = neighbors(records, conflicts);
-        // Sections: the distinct first ops; a record covers every section
-        // whose op lies in its interval.
-        let mut starts: Vec<usize> = records.iter().map(|r| r.first).collect();
-        starts.sort_unstable();
-        starts.dedup();
-        let span: Vec<(usize, usize)> = records
-            .iter()
-            .map(|r| {
-                let lo = starts.partition_point(|&s| s < r.first);
-                let hi = starts.partition_point(|&s| s <= r.last) - 1;
-                (lo, hi)
-            })
-            .collect();
-        let sections = starts.len();
-        // Cut between sections s and s+1 unless some record covers both.
-        let mut crosses = vec![false; sections];
-        for &(lo, hi) in &span {
-            for c in &mut crosses[lo..hi] {
-                *c = true;
-            }
-        }
-        let mut part_of_section = vec![0usize; sections];
-        let mut parts_count = 0;
-        for s in 0..sections {
-            part_of_section[s] = parts_count;
-            if !crosses[s] {
-                parts_count += 1;
-            }
-        }
-        let mut parts: Vec<Vec<usize>> = vec![Vec::new(); parts_count.max(1)];
-        if conflicts.is_some_and(|c| !c.is_empty()) {
-            parts = vec![(0..n).collect()];
-        } else {
-            for (i, &(lo, _)) in span.iter().enumerate() {
-                parts[part_of_section[lo]].push(i);
-            }
-        }
-        let mut twin_before = vec![None; n];
-        let mut by_shape: std::collections::HashMap<(u64, usize, usize), usize> =
-            Default::default();
-        for (i, r) in records.iter().enumerate() {
-            if conflicts.is_some_and(|c| !c.of(i).is_empty()) {
-                continue;
-            }
-            if let Some(prev) = by_shape.insert((r.size, r.first, r.last), i) {
-                twin_before[i] = Some(prev);
-            }
-        }
-        Self {
-            records,
-            adj,
-            align,
-            parts,
-            twin_before,
-            span,
-            sections,
-            offsets: vec![0; n],
-            cut: false,
-        }
-    }
-
-    fn plan(&self) -> OffsetsAssignment {
-        OffsetsAssignment::from_offsets(self.records, self.offsets.clone())
-    }
-
-    fn solve(&mut self, capacity: u64, budget: &mut Budget) -> Fits {
-        let mut answer = Fits::Yes;
-        for p in 0..self.parts.len() {
-            let part = std::mem::take(&mut self.parts[p]);
-            let r = self.solve_part(&part, capacity, budget);
-            self.parts[p] = part;
-            match r {
-                Fits::Yes => {}
-                Fits::No => return Fits::No,
-                Fits::Unknown => answer = Fits::Unknown,
-            }
-        }
-        answer
-    }
-
-    fn solve_part(&mut self, part: &[usize], capacity: u64, budget: &mut Budget) -> Fits {
-        let mut state = State {
-            placed: vec![false; self.records.len()],
-            floor: vec![0; self.records.len()],
-            height: vec![0; self.sections],
-            remaining: vec![0; self.sections],
-            active: Vec::new(),
-            lowest: vec![0; self.sections],
-        };
-        for &i in part {
-            let r = &self.records[i];
-            if r.size == 0 {
-                // Empty tensors occupy nothing; offset 0 never clashes.
-                self.offsets[i] = 0;
-                state.placed[i] = true;
-                continue;
-            }
-            if r.size > capacity {
-                return Fits::No;
-            }
-            state.active.push(i);
-            let (lo, hi) = self.span[i];
-            for s in lo..=hi {
-                state.remaining[s] += r.size;
-            }
-        }
-        if state.remaining.iter().any(|&x| x > capacity) {
-            return Fits::No;
-        }
-        let left = state.active.len();
-        if left > MAX_DEPTH {
-            // The search recurses once per tensor; beyond this many it could
-            // exhaust the stack, so such parts stay unanswered.
-            return Fits::Unknown;
-        }
-        // Limited discrepancy search: first allow no deviation from the
-        // heuristic's first choice, then 1, 2, 4, ... deviations. The
-        // heuristic is nearly right on real models, and a wrong early choice
-        // is found far sooner than by plain chronological backtracking. A
-        // pass that never had to skip a branch was exhaustive.
-        let mut limit = 0usize;
-        loop {
-            self.cut = false;
-            match self.dfs(&mut state, capacity, 0, None, left, limit, budget) {
-                Some(true) => return Fits::Yes,
-                None => return Fits::Unknown,
-                Some(false) if !self.cut => return Fits::No,
-                Some(false) => limit = if limit == 0 { 1 } else { limit * 2 },
-            }
-        }
-    }
-
-    fn up(&self, v: u64) -> u64 {
-        v.div_ceil(self.align) * self.align
-    }
-
-    /// Returns Some(true) when a placement was found (offsets hold it),
-    /// Some(false) when this subtree has none, None when the budget ran out.
-    #[allow(clippy::too_many_arguments)]
-    fn dfs(
-        &mut self,
-        st: &mut State,
-        capacity: u64,
-        last_offset: u64,
-        last_index: Option<usize>,
-        left: usize,
-        discrepancies: usize,
-        budget: &mut Budget,
-    ) -> Option<bool> {
-        if left == 0 {
-            return Some(true);
-        }
-        if !budget.tick() {
-            return None;
-        }
-        // Cross-section bound.
-        for s in 0..self.sections {
-            if st.remaining[s] > 0 && st.height[s].max(last_offset) + st.remaining[s] > capacity {
-                return Some(false);
-            }
-        }
-        // Candidates and the dominance threshold.
-        let mut lowest_end = u64::MAX;
-        let mut cands: Vec<(u64, usize)> = Vec::new();
-        for &i in &st.active {
-            if st.placed[i] {
-                continue;
-            }
-            let cand = self.up(st.floor[i].max(last_offset));
-            let end = cand + self.records[i].size;
-            if end > capacity {
-                return Some(false);
-            }
-            lowest_end = lowest_end.min(end);
-            cands.push((cand, i));
-        }
-        // Section floors: nothing still to place at a section can start
-        // below the lowest candidate among its tensors, so the space under
-        // that is lost there; a stronger form of the cross-section bound.
-        st.lowest.iter_mut().for_each(|x| *x = u64::MAX);
-        for &(cand, i) in &cands {
-            let (lo, hi) = self.span[i];
-            for x in &mut st.lowest[lo..=hi] {
-                *x = (*x).min(cand);
-            }
-        }
-        for s in 0..self.sections {
-            if st.remaining[s] > 0 && st.lowest[s] + st.remaining[s] > capacity {
-                return Some(false);
-            }
-        }
-        cands.retain(|&(cand, i)| {
-            cand < lowest_end
-                && !(cand == last_offset && last_index.is_some_and(|l| i < l))
-                && self.twin_before[i].is_none_or(|t| st.placed[t])
-        });
-        let recs = self.records;
-        // Longest-lived first at the lowest offset: the tensors that span
-        // many sections are the hardest to fit later (on the training graphs
-        // this finds lower-bound plans without backtracking, where size-first
-        // backtracks for long).
-        cands.sort_by_key(|&(cand, i)| {
-            let r = &recs[i];
-            (
-                cand,
-                std::cmp::Reverse(r.last - r.first),
-                std::cmp::Reverse(r.size),
-                i,
-            )
-        });
-        for (k, (cand, i)) in cands.into_iter().enumerate() {
-            let spent = usize::from(k > 0);
-            if spent > discrepancies {
-                self.cut = true;
-                break;
-            }
-            // Place i at cand.
-            let size = self.records[i].size;
-            let top = self.up(cand + size);
-            st.placed[i] = true;
-            self.offsets[i] = cand;
-            let (lo, hi) = self.span[i];
-            let old_heights: Vec<u64> = st.height[lo..=hi].to_vec();
-            for s in lo..=hi {
-                st.height[s] = st.height[s].max(top);
-                st.remaining[s] -= size;
-            }
-            let mut raised: Vec<(usize, u64)> = Vec::new();
-            for k in 0..self.adj[i].len() {
-                let j = self.adj[i][k];
-                if !st.placed[j] && st.floor[j] < top {
-                    raised.push((j, st.floor[j]));
-                    st.floor[j] = top;
-                }
-            }
-            let r = self.dfs(
-                st,
-                capacity,
-                cand,
-                Some(i),
-                left - 1,
-                discrepancies - spent,
-                budget,
-            );
-            for (j, f) in raised {
-                st.floor[j] = f;
-            }
-            for (k, s) in (lo..=hi).enumerate() {
-                st.height[s] = old_heights[k];
-                st.remaining[s] += size;
-            }
-            st.placed[i] = false;
-            match r {
-                Some(false) => {}
-                other => return other,
-            }
-        }
-        Some(false)
-    }
-}
-
-struct State {
-    placed: Vec<bool>,
-    /// Highest (aligned) top among placed neighbours.
-    floor: Vec<u64>,
-    /// Highest (aligned) top among placed tensors, per section.
-    height: Vec<u64>,
-    /// Bytes still to place, per section.
-    remaining: Vec<u64>,
-    /// The part's non-empty tensors.
-    active: Vec<usize>,
-    /// Scratch: lowest candidate offset per section.
-    lowest: Vec<u64>,
 }

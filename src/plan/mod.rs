@@ -46,6 +46,7 @@ pub mod multidim;
 mod naive;
 mod offsets;
 mod records;
+mod search;
 mod svg;
 mod validate;
 
