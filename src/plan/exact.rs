@@ -119,22 +119,23 @@ pub fn exact(
         &ImproveOptions {
             alignment: align,
             iterations: 0,
+            search: false,
             ..ImproveOptions::default()
         },
     );
     // The full local search runs only when neither the fixed orders nor the
-    // pinned core settle it; it gets a third of the time, and without a
-    // clock the same effort as `improve` itself, so that exact is never
-    // worse than improve with default options.
-    let full = || {
+    // pinned core nor a first search settle it; with a clock it gets the
+    // time `left` to it, without one the same effort as `improve` itself,
+    // so that exact is never worse than improve with default options.
+    let full = |left: Option<Duration>| {
         improve(
             records,
             conflicts,
             &ImproveOptions {
                 alignment: align,
-                time_limit: options.time_limit.map(|t| t / 3),
+                time_limit: left,
                 // With a clock, search until it runs out.
-                iterations: if options.time_limit.is_some() {
+                iterations: if left.is_some() {
                     usize::MAX
                 } else {
                     ImproveOptions::default().iterations
@@ -158,7 +159,28 @@ pub fn exact(
             if let Some(plan) = core_first(records, conflicts, cap, align, &mut budget) {
                 return yes(plan, budget.nodes);
             }
-            let heuristic = full();
+            // A plan at the lower bound fits any capacity, and the tighter
+            // target prunes far more: a small share of the budget on it.
+            if cap > bound && budget.share(1, 10, |b| solver.solve(bound, b)) == Fits::Yes {
+                return yes(solver.plan(), budget.nodes);
+            }
+            // Then the search at the capacity, with most of what is left: it
+            // usually settles the question far sooner than the local search
+            // finds a plan.
+            let fits = budget.share(2, 3, |b| solver.solve(cap, b));
+            match fits {
+                Fits::Yes => return yes(solver.plan(), budget.nodes),
+                Fits::No => {
+                    return ExactOutcome {
+                        plan: quick,
+                        fits,
+                        proven_bound: cap + 1,
+                        nodes: budget.nodes,
+                    }
+                }
+                Fits::Unknown => {}
+            }
+            let heuristic = full(budget.time_left());
             if heuristic.total_size <= cap {
                 return yes(heuristic, budget.nodes);
             }
@@ -181,31 +203,39 @@ pub fn exact(
                     best = plan;
                 }
             }
+            // Every total below `low` is infeasible; totals below `soft`
+            // were given up on (their search ran out of budget).
+            let mut low = bound;
             if best.total_size > bound {
-                let h = full();
+                // The lower bound itself first: on real models it is
+                // usually reachable, and the search often shows it at once.
+                match budget.share(1, 4, |b| solver.solve(bound, b)) {
+                    Fits::Yes => best = solver.plan(),
+                    Fits::No => low = bound + 1,
+                    Fits::Unknown => {}
+                }
+            }
+            if best.total_size > low {
+                let h = full(budget.time_left().map(|t| t / 3));
                 if h.total_size < best.total_size {
                     best = h;
                 }
             }
-            // Every total below `low` is infeasible. Bisect on [low, best),
-            // trying the lower bound itself first: on real models it is
-            // usually reachable.
-            let mut low = bound;
-            let mut probe = low;
-            while low < best.total_size && !budget.exhausted {
-                if probe > bound {
-                    if let Some(plan) = core_first(records, conflicts, probe, align, &mut budget) {
-                        best = plan;
-                        probe = low + (best.total_size.saturating_sub(1).saturating_sub(low)) / 2;
-                        continue;
-                    }
+            let mut soft = low.max(bound + 1);
+            while soft < best.total_size && !budget.exhausted {
+                let probe = soft + (best.total_size - 1 - soft) / 2;
+                if let Some(plan) = core_first(records, conflicts, probe, align, &mut budget) {
+                    best = plan;
+                    continue;
                 }
-                match solver.solve(probe, &mut budget) {
+                match budget.share(1, 2, |b| solver.solve(probe, b)) {
                     Fits::Yes => best = solver.plan(),
-                    Fits::No => low = probe + 1,
-                    Fits::Unknown => break,
+                    Fits::No => {
+                        low = probe + 1;
+                        soft = soft.max(low);
+                    }
+                    Fits::Unknown => soft = probe + 1,
                 }
-                probe = low + (best.total_size.saturating_sub(1).saturating_sub(low)) / 2;
             }
             let proven = low >= best.total_size;
             ExactOutcome {

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use super::conflicts::Conflicts;
 use super::lower_bound::{lower_bound, task_breadths, task_profiles};
 use super::offsets::{Fit, Placer};
+use super::exact::Fits;
 use super::records::UsageRecord;
+use super::search::{Budget, Search};
 use super::{order_by_size, OffsetsAssignment};
 use crate::util::rng::SplitMix64;
 
@@ -25,6 +27,9 @@ pub struct ImproveOptions {
     pub time_limit: Option<Duration>,
     /// Seed of the local search's random moves.
     pub seed: u64,
+    /// After the fixed orders, run bounded canonical searches (the exact
+    /// mode's search with a small node budget) for a smaller total.
+    pub search: bool,
 }
 
 impl Default for ImproveOptions {
@@ -34,6 +39,7 @@ impl Default for ImproveOptions {
             iterations: 300,
             time_limit: None,
             seed: 0x9E37_79B9,
+            search: true,
         }
     }
 }
@@ -103,8 +109,30 @@ pub fn improve(
     let Some((mut best_plan, mut best_order, fit)) = best else {
         return OffsetsAssignment::default();
     };
-    if n < 2 {
+    if n < 2 || best_plan.total_size <= bound {
         return best_plan;
+    }
+    // Canonical placements next: a depth-first search over which tensor
+    // goes at the lowest offset, under a bounded effort, probing the lower
+    // bound and then halving the gap to the best plan.
+    let probed = options.search.then(|| {
+        probe_totals(
+        records,
+        conflicts,
+        options.alignment,
+        bound,
+        best_plan.total_size,
+            options.time_limit.map(|t| start + t / 2),
+        )
+    });
+    let mut searched = None;
+    if let Some(p) = probed.flatten() {
+        if p.total_size < best_plan.total_size {
+            if p.total_size <= bound {
+                return p;
+            }
+            searched = Some(p);
+        }
     }
     let mut rng = SplitMix64::new(options.seed);
     for step in 0..options.iterations {
@@ -145,5 +173,52 @@ pub fn improve(
             best_order = order;
         }
     }
-    best_plan
+    match searched {
+        Some(p) if p.total_size < best_plan.total_size => p,
+        _ => best_plan,
+    }
+}
+
+/// The most work (search nodes times tensors) the canonical search may do
+/// inside [`improve`], which keeps it to a few tens of milliseconds.
+const PROBE_WORK: u64 = 40_000_000;
+
+/// Bounded canonical searches for totals below `upper`: the lower bound
+/// first, then bisection towards `upper`; the best plan found, if any.
+fn probe_totals(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    alignment: u64,
+    bound: u64,
+    upper: u64,
+    deadline: Option<Instant>,
+) -> Option<OffsetsAssignment> {
+    let n = records.len() as u64;
+    let nodes = (PROBE_WORK / n.max(1)).min(200_000);
+    if nodes < n {
+        // Not even one dive to the bottom would fit in the effort.
+        return None;
+    }
+    let mut budget = Budget::new(deadline, nodes);
+    let mut search = Search::new(records, conflicts, alignment);
+    let mut best: Option<OffsetsAssignment> = None;
+    let mut upper = upper;
+    let mut low = bound;
+    while low < upper && !budget.exhausted {
+        // The bound itself first, then the middle of what is left.
+        let probe = if best.is_none() && low == bound {
+            bound
+        } else {
+            low + (upper - 1 - low) / 2
+        };
+        match budget.share(1, 2, |b| search.solve(probe, b)) {
+            Fits::Yes => {
+                let p = search.plan();
+                upper = p.total_size;
+                best = Some(p);
+            }
+            Fits::No | Fits::Unknown => low = probe + 1,
+        }
+    }
+    best
 }

@@ -39,7 +39,7 @@
 //! MiniMalloc does: one of them usually dives straight to a solution, and an
 //! exhausted search under any ranking proves infeasibility.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::conflicts::{neighbors, Conflicts};
 use super::exact::Fits;
@@ -67,6 +67,31 @@ impl Budget {
             node_limit: node_limit.max(1),
             exhausted: false,
         }
+    }
+
+    /// Time left before the deadline (None without a clock).
+    pub(crate) fn time_left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// Runs `f` with `num / den` of what is left (nodes and time), then
+    /// charges what it used.
+    pub(crate) fn share<T>(&mut self, num: u32, den: u32, f: impl FnOnce(&mut Budget) -> T) -> T {
+        let nodes_left = self.node_limit.saturating_sub(self.nodes);
+        let mut sub = Budget::new(
+            self.time_left()
+                .map(|t| Instant::now() + t * num / den),
+            (nodes_left as u128 * num as u128 / den as u128) as u64,
+        );
+        let out = f(&mut sub);
+        self.nodes += sub.nodes;
+        if self.nodes >= self.node_limit
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+        {
+            self.exhausted = true;
+        }
+        out
     }
 
     fn tick(&mut self) -> bool {
