@@ -36,8 +36,8 @@ use super::conflicts::Conflicts;
 use super::improve::{improve, ImproveOptions};
 use super::lower_bound::lower_bound;
 use super::records::UsageRecord;
-use super::search::{Budget, Search};
 pub use super::search::MAX_DEPTH;
+use super::search::{Budget, Search};
 use super::OffsetsAssignment;
 
 /// Settings of [`exact`].

@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use super::conflicts::Conflicts;
+use super::exact::Fits;
 use super::lower_bound::{lower_bound, task_breadths, task_profiles};
 use super::offsets::{Fit, Placer};
-use super::exact::Fits;
 use super::records::UsageRecord;
 use super::search::{Budget, Search};
 use super::{order_by_size, OffsetsAssignment};
@@ -82,6 +82,45 @@ pub(crate) fn seed_orders(records: &[UsageRecord]) -> Vec<Vec<usize>> {
     orders
 }
 
+/// Tie-breaking ranks for the skyline placement (0 goes first): by the
+/// largest breadth over the tensor's lifetime, then lifetime, then area; by
+/// lifetime then area; by area; by size.
+fn skyline_ranks(records: &[UsageRecord]) -> Vec<Vec<usize>> {
+    use std::cmp::Reverse;
+    let n = records.len();
+    let breadths = task_breadths(records);
+    let widest: Vec<u64> = records
+        .iter()
+        .map(|r| {
+            breadths[r.first..=r.last]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let span = |i: usize| (records[i].last - records[i].first + 1) as u64;
+    let area = |i: usize| records[i].size as u128 * span(i) as u128;
+    let orders = [
+        sorted_by(n, |i| {
+            (Reverse(widest[i]), Reverse(span(i)), Reverse(area(i)), i)
+        }),
+        sorted_by(n, |i| (Reverse(span(i)), Reverse(area(i)), i)),
+        sorted_by(n, |i| (Reverse(area(i)), i)),
+        order_by_size(records),
+    ];
+    orders
+        .iter()
+        .map(|order| {
+            let mut rank = vec![0; n];
+            for (r, &i) in order.iter().enumerate() {
+                rank[i] = r;
+            }
+            rank
+        })
+        .collect()
+}
+
 /// Searches placement orders for a small arena; the result validates and is
 /// never larger than [`offsets_greedy_by_size`](super::offsets_greedy_by_size)
 /// with the same alignment.
@@ -106,6 +145,19 @@ pub fn improve(
             }
         }
     }
+    // Skyline placements (lowest minimum offset first) under a few
+    // rankings; their placement sequences are orders for the local search.
+    for rank in skyline_ranks(records) {
+        let (plan, sequence) = placer.skyline(&rank);
+        if best
+            .as_ref()
+            .is_none_or(|(b, _, _)| plan.total_size < b.total_size)
+        {
+            // The local search moves tensors earlier in its sequence and
+            // places the rest with first fit.
+            best = Some((plan, sequence, Fit::First));
+        }
+    }
     let Some((mut best_plan, mut best_order, fit)) = best else {
         return OffsetsAssignment::default();
     };
@@ -117,11 +169,11 @@ pub fn improve(
     // bound and then halving the gap to the best plan.
     let probed = options.search.then(|| {
         probe_totals(
-        records,
-        conflicts,
-        options.alignment,
-        bound,
-        best_plan.total_size,
+            records,
+            conflicts,
+            options.alignment,
+            bound,
+            best_plan.total_size,
             options.time_limit.map(|t| start + t / 2),
         )
     });
@@ -149,6 +201,7 @@ pub fn improve(
             .filter(|&i| best_plan.offsets[i] + records[i].size == best_plan.total_size)
             .collect();
         let mut order = best_order.clone();
+        let mut first_change = n;
         let moves = 1 + rng.below(3) as usize;
         for _ in 0..moves {
             let victim = if step % 4 != 3 && !tops.is_empty() {
@@ -165,8 +218,16 @@ pub fn improve(
             let to = rng.below(from as u64) as usize;
             let v = order.remove(from);
             order.insert(to, v);
+            first_change = first_change.min(to);
         }
-        let cand = placer.place(&order, fit);
+        // The tensors before the first change keep their offsets; only the
+        // rest is placed again (around them), which is what a full
+        // placement of the order would do when the plan came from it.
+        let fixed: Vec<(usize, u64)> = order[..first_change]
+            .iter()
+            .map(|&i| (i, best_plan.offsets[i]))
+            .collect();
+        let cand = placer.place_around(&fixed, &order[first_change..], fit);
         // Accept ties too, so the search can drift across plateaus.
         if cand.total_size <= best_plan.total_size {
             best_plan = cand;
@@ -181,7 +242,7 @@ pub fn improve(
 
 /// The most work (search nodes times tensors) the canonical search may do
 /// inside [`improve`], which keeps it to a few tens of milliseconds.
-const PROBE_WORK: u64 = 40_000_000;
+const PROBE_WORK: u64 = 10_000_000;
 
 /// Bounded canonical searches for totals below `upper`: the lower bound
 /// first, then bisection towards `upper`; the best plan found, if any.

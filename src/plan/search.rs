@@ -80,15 +80,12 @@ impl Budget {
     pub(crate) fn share<T>(&mut self, num: u32, den: u32, f: impl FnOnce(&mut Budget) -> T) -> T {
         let nodes_left = self.node_limit.saturating_sub(self.nodes);
         let mut sub = Budget::new(
-            self.time_left()
-                .map(|t| Instant::now() + t * num / den),
+            self.time_left().map(|t| Instant::now() + t * num / den),
             (nodes_left as u128 * num as u128 / den as u128) as u64,
         );
         let out = f(&mut sub);
         self.nodes += sub.nodes;
-        if self.nodes >= self.node_limit
-            || self.deadline.is_some_and(|d| Instant::now() >= d)
-        {
+        if self.nodes >= self.node_limit || self.deadline.is_some_and(|d| Instant::now() >= d) {
             self.exhausted = true;
         }
         out
