@@ -2,33 +2,27 @@
 //!
 //! # The search
 //!
-//! Any feasible placement can be *pushed down* until every tensor sits at
-//! offset 0 or on top of a tensor it may not share memory with. Among the
-//! feasible placements take one with the smallest sum of offsets and list its
-//! tensors by (offset, index). Placing tensors in that order, each one lands
-//! exactly on its *candidate* offset: the highest top among placed neighbours,
-//! and no lower than the previous tensor's offset. So a depth-first search
-//! that repeatedly picks an unplaced tensor and puts it at its candidate,
-//! keeping (offset, index) increasing, reaches that placement: it is complete.
+//! A depth-first search over canonical placements (each tensor at the
+//! lowest offset where it fits against the placed tensors it overlaps,
+//! offsets never decreasing), pruned by cross-section lower bounds per time
+//! section, dominance (no gap left that an unplaced tensor would fill) and
+//! twins, and split dynamically at cut points that no unplaced tensor spans;
+//! see the `search` module for the rules and why each is sound. Several
+//! static tie-breaking rankings are tried in turn with a doubling node limit.
 //!
-//! Pruning, each justified by that same minimal placement:
-//! - *cross-section bound*: at every op (section), the tensors still to place
-//!   there stack above the lowest candidate offset among them (itself at
-//!   least `max(current offset, height of the section)`), so that plus their
-//!   total size must stay within the capacity;
-//! - *dominance*: if some unplaced tensor `c` would fit entirely below the
-//!   candidate `o` of the tensor about to be placed (`cand_c + size_c <= o`),
-//!   moving `c` down there would lower the sum of offsets, so the minimal
-//!   placement never places anything at `o` first; only tensors whose
-//!   candidate is below `min(cand + size)` over all unplaced are branched on;
-//! - *twins*: identical tensors (same size and interval) go in index order;
-//! - *decomposition*: where no tensor is alive across two consecutive ops the
-//!   problem splits into independent parts, solved one by one.
+//! Before searching it tries the fixed heuristic orders, then (on graphs
+//! whose widest ops leave no slack) the search over only the tensors alive
+//! at the widest ops with the rest placed around them.
 //!
 //! With a capacity the answer is *fits* (with a validated plan), *does not
 //! fit* (the search space is exhausted) or *unknown* (time or node limit).
-//! Without one, it first asks for the lower bound, then bisects towards the
-//! best heuristic total, and reports the smallest total it proved feasible.
+//! Under a capacity above the lower bound it first searches at the bound
+//! itself (the tighter target prunes far harder). Without a capacity, it
+//! first asks for the lower bound, then bisects towards the best heuristic
+//! total (a probe that runs out of its share of the budget is given up on,
+//! not counted as proven), and reports the smallest total it found.
+//! Every plan the search returns is checked with
+//! [`validate_offsets`](super::validate_offsets) before it is trusted.
 
 use std::time::{Duration, Instant};
 

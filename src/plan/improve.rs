@@ -1,7 +1,11 @@
 //! An offset planner that searches over placement orders: several orders
 //! (by size, by area, by lifetime, by first use, by breadth) with best-fit
-//! and first-fit gaps, then a local search that moves the tensors that set
-//! the arena's height earlier in the best order found. It starts from greedy
+//! and first-fit gaps, and skyline placements (the tensor with the lowest
+//! possible offset first) under four rankings; then, when that is above the
+//! lower bound, the exact mode's canonical search under a small node budget
+//! (the bound first, then bisection); then a local search that moves the
+//! tensors that set the arena's height earlier in the best order found and
+//! places again only what follows the first change. It starts from greedy
 //! by size, so it is never worse than it.
 
 use std::time::{Duration, Instant};

@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 use super::conflicts::{neighbors, Conflicts};
 use super::exact::Fits;
 use super::records::UsageRecord;
+use super::validate::validate_offsets;
 use super::OffsetsAssignment;
 
 /// The largest number of non-empty tensors in one independent part that the
@@ -133,6 +134,7 @@ const RANKINGS: [[Key; 3]; 3] = [
 /// The depth-first search over one set of records.
 pub(crate) struct Search<'a> {
     records: &'a [UsageRecord],
+    conflicts: Option<&'a Conflicts>,
     adj: Vec<Vec<usize>>,
     align: u64,
     /// Section range [lo, hi] of each record.
@@ -163,7 +165,7 @@ pub(crate) struct Search<'a> {
 impl<'a> Search<'a> {
     pub(crate) fn new(
         records: &'a [UsageRecord],
-        conflicts: Option<&Conflicts>,
+        conflicts: Option<&'a Conflicts>,
         align: u64,
     ) -> Self {
         let n = records.len();
@@ -197,6 +199,7 @@ impl<'a> Search<'a> {
         }
         Self {
             records,
+            conflicts,
             adj,
             align: align.max(1),
             span,
@@ -322,13 +325,9 @@ impl<'a> Search<'a> {
     pub(crate) fn solve(&mut self, capacity: u64, budget: &mut Budget) -> Fits {
         self.capacity = capacity;
         self.reset();
-        for (i, r) in self.records.iter().enumerate() {
-            if r.size > capacity {
-                return Fits::No;
-            }
-            let _ = i;
-        }
-        if self.total.iter().any(|&t| t > capacity) {
+        if self.records.iter().any(|r| r.size > capacity)
+            || self.total.iter().any(|&t| t > capacity)
+        {
             return Fits::No;
         }
         let parts = self.initial_parts();
@@ -342,7 +341,20 @@ impl<'a> Search<'a> {
                 self.set_ranking(keys);
                 self.round_left = limit;
                 match self.solve_parts(&parts, budget) {
-                    Ok(true) => return Fits::Yes,
+                    Ok(true) => {
+                        // Trust but verify: a plan that does not validate
+                        // would be a bug; it is never reported as a fit.
+                        let ok = validate_offsets(
+                            self.records,
+                            self.conflicts,
+                            &self.plan(),
+                            self.align,
+                        )
+                        .is_ok()
+                            && self.plan().total_size <= capacity;
+                        debug_assert!(ok, "the search produced an invalid plan");
+                        return if ok { Fits::Yes } else { Fits::Unknown };
+                    }
                     Ok(false) => return Fits::No,
                     Err(Stop::Budget) => return Fits::Unknown,
                     Err(Stop::Round) => {}
