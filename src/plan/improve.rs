@@ -151,7 +151,8 @@ pub fn improve(
     }
     // Skyline placements (lowest minimum offset first) under a few
     // rankings; their placement sequences are orders for the local search.
-    for rank in skyline_ranks(records) {
+    let at_bound = best.as_ref().is_some_and(|(b, _, _)| b.total_size <= bound);
+    for rank in skyline_ranks(records).into_iter().filter(|_| !at_bound) {
         let (plan, sequence) = placer.skyline(&rank);
         if best
             .as_ref()
@@ -191,11 +192,18 @@ pub fn improve(
         }
     }
     let mut rng = SplitMix64::new(options.seed);
+    // The longest step so far: the search stops when another one would
+    // overrun the time limit, so that it returns within it.
+    let mut longest_step = Duration::ZERO;
     for step in 0..options.iterations {
         if best_plan.total_size <= bound {
             break;
         }
-        if options.time_limit.is_some_and(|t| start.elapsed() >= t) {
+        let step_start = Instant::now();
+        if options
+            .time_limit
+            .is_some_and(|t| step_start.duration_since(start) + longest_step >= t)
+        {
             break;
         }
         // Move a tensor that reaches the top of the arena (or, now and then,
@@ -232,6 +240,7 @@ pub fn improve(
             .map(|&i| (i, best_plan.offsets[i]))
             .collect();
         let cand = placer.place_around(&fixed, &order[first_change..], fit);
+        longest_step = longest_step.max(step_start.elapsed());
         // Accept ties too, so the search can drift across plateaus.
         if cand.total_size <= best_plan.total_size {
             best_plan = cand;
