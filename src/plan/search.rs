@@ -427,21 +427,19 @@ impl<'a> Search<'a> {
                 return Ok(false);
             }
         }
+        // Only tensors that may go next are branched on: at or above the
+        // previous offset (above the previous rank on a tie), below every
+        // unplaced tensor's end (dominance), after their twins, within the
+        // capacity.
+        cands.retain(|&(off, rank, i)| {
+            off < min_height
+                && off >= last_offset
+                && !(off == last_offset && last_rank.is_some_and(|l| rank < l))
+                && self.twin_before[i].is_none_or(|t| self.placed[t])
+                && off + self.records[i].size <= self.capacity
+        });
         cands.sort_unstable();
         for (off, rank, i) in cands {
-            if off >= min_height {
-                break;
-            }
-            if off < last_offset || (off == last_offset && last_rank.is_some_and(|l| rank < l)) {
-                continue;
-            }
-            if self.twin_before[i].is_some_and(|t| !self.placed[t]) {
-                continue;
-            }
-            let size = self.records[i].size;
-            if off + size > self.capacity {
-                continue;
-            }
             let r = self.place_and_recurse(members, lo, hi, i, off, rank, budget);
             match r {
                 Ok(false) => {}
