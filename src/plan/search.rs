@@ -52,6 +52,13 @@ use super::OffsetsAssignment;
 /// `Unknown` and keep the heuristic plan.
 pub const MAX_DEPTH: usize = 10_000;
 
+/// Parts up to this many tensors are searched on the caller's stack.
+const SHALLOW: usize = 256;
+
+/// Stack reserved per level of recursion for deeper parts (generous: a
+/// level takes two frames of a few hundred bytes).
+const FRAME_BYTES: usize = 4096;
+
 /// Node and time budget shared by every search of one call.
 pub(crate) struct Budget {
     pub(crate) deadline: Option<Instant>,
@@ -334,13 +341,38 @@ impl<'a> Search<'a> {
         if parts.iter().any(|p| p.0.len() > MAX_DEPTH) {
             return Fits::Unknown;
         }
-        // Round robin over the rankings with a doubling node limit.
+        let deepest = parts.iter().map(|p| p.0.len()).max().unwrap_or(0);
+        if deepest <= SHALLOW {
+            return self.round_robin(&parts, capacity, budget);
+        }
+        // The search recurses once per tensor: deep ones run on a thread
+        // with a stack sized for them, whatever stack the caller has.
+        std::thread::scope(|scope| {
+            let worker = std::thread::Builder::new()
+                .stack_size((deepest + 64) * FRAME_BYTES)
+                .spawn_scoped(scope, || self.round_robin(&parts, capacity, budget));
+            match worker {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => Fits::Unknown,
+            }
+        })
+    }
+
+    /// The rankings in turn with a doubling node limit, until one answers.
+    fn round_robin(
+        &mut self,
+        parts: &[(Vec<usize>, usize, usize)],
+        capacity: u64,
+        budget: &mut Budget,
+    ) -> Fits {
         let mut limit = (self.records.len() as u64).max(64);
         loop {
             for keys in RANKINGS {
                 self.set_ranking(keys);
                 self.round_left = limit;
-                match self.solve_parts(&parts, budget) {
+                match self.solve_parts(parts, budget) {
                     Ok(true) => {
                         // Trust but verify: a plan that does not validate
                         // would be a bug; it is never reported as a fit.
@@ -516,5 +548,28 @@ impl<'a> Search<'a> {
         }
         self.placed[i] = false;
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tensor alive at every op: one part, no cut, and a plan only as
+    /// a full stack, so the search dives once per tensor. A test thread's
+    /// small stack must not limit that depth.
+    #[test]
+    fn deep_dives_do_not_depend_on_the_callers_stack() {
+        let n = 3000;
+        let records: Vec<UsageRecord> = (0..n)
+            .map(|i| UsageRecord::new(i as u64, 1 + i as u64 % 97, 0, 3))
+            .collect();
+        let total: u64 = records.iter().map(|r| r.size).sum();
+        let mut search = Search::new(&records, None, 1);
+        let mut budget = Budget::new(None, 10 * n as u64);
+        assert_eq!(search.solve(total, &mut budget), Fits::Yes);
+        assert_eq!(search.plan().total_size, total);
+        let mut budget = Budget::new(None, 10 * n as u64);
+        assert_eq!(search.solve(total - 1, &mut budget), Fits::No);
     }
 }
