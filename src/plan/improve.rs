@@ -1,15 +1,21 @@
 //! An offset planner that searches over placement orders: several orders
 //! (by size, by area, by lifetime, by first use, by breadth) with best-fit
-//! and first-fit gaps, then a local search that moves the tensors that set
-//! the arena's height earlier in the best order found. It starts from greedy
+//! and first-fit gaps, and skyline placements (the tensor with the lowest
+//! possible offset first) under four rankings; then, when that is above the
+//! lower bound, the exact mode's canonical search under a small node budget
+//! (the bound first, then bisection); then a local search that moves the
+//! tensors that set the arena's height earlier in the best order found and
+//! places again only what follows the first change. It starts from greedy
 //! by size, so it is never worse than it.
 
 use std::time::{Duration, Instant};
 
 use super::conflicts::Conflicts;
+use super::exact::Fits;
 use super::lower_bound::{lower_bound, task_breadths, task_profiles};
 use super::offsets::{Fit, Placer};
 use super::records::UsageRecord;
+use super::search::{Budget, Search};
 use super::{order_by_size, OffsetsAssignment};
 use crate::util::rng::SplitMix64;
 
@@ -25,6 +31,9 @@ pub struct ImproveOptions {
     pub time_limit: Option<Duration>,
     /// Seed of the local search's random moves.
     pub seed: u64,
+    /// After the fixed orders, run bounded canonical searches (the exact
+    /// mode's search with a small node budget) for a smaller total.
+    pub search: bool,
 }
 
 impl Default for ImproveOptions {
@@ -34,6 +43,7 @@ impl Default for ImproveOptions {
             iterations: 300,
             time_limit: None,
             seed: 0x9E37_79B9,
+            search: true,
         }
     }
 }
@@ -76,6 +86,45 @@ pub(crate) fn seed_orders(records: &[UsageRecord]) -> Vec<Vec<usize>> {
     orders
 }
 
+/// Tie-breaking ranks for the skyline placement (0 goes first): by the
+/// largest breadth over the tensor's lifetime, then lifetime, then area; by
+/// lifetime then area; by area; by size.
+fn skyline_ranks(records: &[UsageRecord]) -> Vec<Vec<usize>> {
+    use std::cmp::Reverse;
+    let n = records.len();
+    let breadths = task_breadths(records);
+    let widest: Vec<u64> = records
+        .iter()
+        .map(|r| {
+            breadths[r.first..=r.last]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let span = |i: usize| (records[i].last - records[i].first + 1) as u64;
+    let area = |i: usize| records[i].size as u128 * span(i) as u128;
+    let orders = [
+        sorted_by(n, |i| {
+            (Reverse(widest[i]), Reverse(span(i)), Reverse(area(i)), i)
+        }),
+        sorted_by(n, |i| (Reverse(span(i)), Reverse(area(i)), i)),
+        sorted_by(n, |i| (Reverse(area(i)), i)),
+        order_by_size(records),
+    ];
+    orders
+        .iter()
+        .map(|order| {
+            let mut rank = vec![0; n];
+            for (r, &i) in order.iter().enumerate() {
+                rank[i] = r;
+            }
+            rank
+        })
+        .collect()
+}
+
 /// Searches placement orders for a small arena; the result validates and is
 /// never larger than [`offsets_greedy_by_size`](super::offsets_greedy_by_size)
 /// with the same alignment.
@@ -100,18 +149,61 @@ pub fn improve(
             }
         }
     }
+    // Skyline placements (lowest minimum offset first) under a few
+    // rankings; their placement sequences are orders for the local search.
+    let at_bound = best.as_ref().is_some_and(|(b, _, _)| b.total_size <= bound);
+    for rank in skyline_ranks(records).into_iter().filter(|_| !at_bound) {
+        let (plan, sequence) = placer.skyline(&rank);
+        if best
+            .as_ref()
+            .is_none_or(|(b, _, _)| plan.total_size < b.total_size)
+        {
+            // The local search moves tensors earlier in its sequence and
+            // places the rest with first fit.
+            best = Some((plan, sequence, Fit::First));
+        }
+    }
     let Some((mut best_plan, mut best_order, fit)) = best else {
         return OffsetsAssignment::default();
     };
-    if n < 2 {
+    if n < 2 || best_plan.total_size <= bound {
         return best_plan;
     }
+    // Canonical placements next: a depth-first search over which tensor
+    // goes at the lowest offset, under a bounded effort, probing the lower
+    // bound and then halving the gap to the best plan.
+    let probed = options.search.then(|| {
+        probe_totals(
+            records,
+            conflicts,
+            options.alignment,
+            bound,
+            best_plan.total_size,
+            options.time_limit.map(|t| start + t / 2),
+        )
+    });
+    let mut searched = None;
+    if let Some(p) = probed.flatten() {
+        if p.total_size < best_plan.total_size {
+            if p.total_size <= bound {
+                return p;
+            }
+            searched = Some(p);
+        }
+    }
     let mut rng = SplitMix64::new(options.seed);
+    // The longest step so far: the search stops when another one would
+    // overrun the time limit, so that it returns within it.
+    let mut longest_step = Duration::ZERO;
     for step in 0..options.iterations {
         if best_plan.total_size <= bound {
             break;
         }
-        if options.time_limit.is_some_and(|t| start.elapsed() >= t) {
+        let step_start = Instant::now();
+        if options
+            .time_limit
+            .is_some_and(|t| step_start.duration_since(start) + longest_step >= t)
+        {
             break;
         }
         // Move a tensor that reaches the top of the arena (or, now and then,
@@ -121,6 +213,7 @@ pub fn improve(
             .filter(|&i| best_plan.offsets[i] + records[i].size == best_plan.total_size)
             .collect();
         let mut order = best_order.clone();
+        let mut first_change = n;
         let moves = 1 + rng.below(3) as usize;
         for _ in 0..moves {
             let victim = if step % 4 != 3 && !tops.is_empty() {
@@ -137,13 +230,69 @@ pub fn improve(
             let to = rng.below(from as u64) as usize;
             let v = order.remove(from);
             order.insert(to, v);
+            first_change = first_change.min(to);
         }
-        let cand = placer.place(&order, fit);
+        // The tensors before the first change keep their offsets; only the
+        // rest is placed again (around them), which is what a full
+        // placement of the order would do when the plan came from it.
+        let fixed: Vec<(usize, u64)> = order[..first_change]
+            .iter()
+            .map(|&i| (i, best_plan.offsets[i]))
+            .collect();
+        let cand = placer.place_around(&fixed, &order[first_change..], fit);
+        longest_step = longest_step.max(step_start.elapsed());
         // Accept ties too, so the search can drift across plateaus.
         if cand.total_size <= best_plan.total_size {
             best_plan = cand;
             best_order = order;
         }
     }
-    best_plan
+    match searched {
+        Some(p) if p.total_size < best_plan.total_size => p,
+        _ => best_plan,
+    }
+}
+
+/// The most work (search nodes times tensors) the canonical search may do
+/// inside [`improve`], which keeps it to a few tens of milliseconds.
+const PROBE_WORK: u64 = 10_000_000;
+
+/// Bounded canonical searches for totals below `upper`: the lower bound
+/// first, then bisection towards `upper`; the best plan found, if any.
+fn probe_totals(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    alignment: u64,
+    bound: u64,
+    upper: u64,
+    deadline: Option<Instant>,
+) -> Option<OffsetsAssignment> {
+    let n = records.len() as u64;
+    let nodes = (PROBE_WORK / n.max(1)).min(200_000);
+    if nodes < n {
+        // Not even one dive to the bottom would fit in the effort.
+        return None;
+    }
+    let mut budget = Budget::new(deadline, nodes);
+    let mut search = Search::new(records, conflicts, alignment);
+    let mut best: Option<OffsetsAssignment> = None;
+    let mut upper = upper;
+    let mut low = bound;
+    while low < upper && !budget.exhausted {
+        // The bound itself first, then the middle of what is left.
+        let probe = if best.is_none() && low == bound {
+            bound
+        } else {
+            low + (upper - 1 - low) / 2
+        };
+        match budget.share(1, 2, |b| search.solve(probe, b)) {
+            Fits::Yes => {
+                let p = search.plan();
+                upper = p.total_size;
+                best = Some(p);
+            }
+            Fits::No | Fits::Unknown => low = probe + 1,
+        }
+    }
+    best
 }

@@ -46,6 +46,7 @@ pub mod multidim;
 mod naive;
 mod offsets;
 mod records;
+mod search;
 mod svg;
 mod validate;
 
@@ -209,8 +210,8 @@ pub enum Strategy {
     OffsetsGreedyByBreadth,
     /// Offsets: the smallest of the offset strategies.
     OffsetsBest,
-    /// Offsets: search over placement orders and local search, never worse
-    /// than greedy by size.
+    /// Offsets: fixed and skyline placement orders, a bounded canonical
+    /// search and local search; never worse than greedy by size.
     Improve,
     /// Offsets: exact depth-first search (MiniMalloc style).
     Exact,

@@ -137,4 +137,49 @@ impl<'a> Placer<'a> {
             total_size: total,
         }
     }
+    /// Skyline placement: repeatedly puts the unplaced tensor with the
+    /// lowest *minimum offset* (the highest aligned top among its placed
+    /// neighbours), ties to the lowest `rank`, at that offset. Offsets never
+    /// decrease along the way, so the arena fills from the bottom up; this is
+    /// the exact search's first dive without its pruning. Returns the plan
+    /// and the order in which tensors were placed.
+    pub(crate) fn skyline(&mut self, rank: &[usize]) -> (OffsetsAssignment, Vec<usize>) {
+        use std::cmp::Reverse;
+        let n = self.records.len();
+        self.placed.iter_mut().for_each(|p| *p = false);
+        let mut min_offset = vec![0u64; n];
+        let mut heap: std::collections::BinaryHeap<Reverse<(u64, usize, usize)>> =
+            (0..n).map(|i| Reverse((0, rank[i], i))).collect();
+        let mut sequence = Vec::with_capacity(n);
+        let mut total = 0u64;
+        while let Some(Reverse((off, _, i))) = heap.pop() {
+            if self.placed[i] || off != min_offset[i] {
+                continue;
+            }
+            self.placed[i] = true;
+            sequence.push(i);
+            let size = self.records[i].size;
+            if size == 0 {
+                // Empty tensors occupy nothing; offset 0 never clashes.
+                self.offsets[i] = 0;
+                continue;
+            }
+            self.offsets[i] = off;
+            total = total.max(off + size);
+            let top = self.align(off + size);
+            for &j in &self.adj[i] {
+                if !self.placed[j] && min_offset[j] < top {
+                    min_offset[j] = top;
+                    heap.push(Reverse((top, rank[j], j)));
+                }
+            }
+        }
+        (
+            OffsetsAssignment {
+                offsets: self.offsets.clone(),
+                total_size: total,
+            },
+            sequence,
+        )
+    }
 }
