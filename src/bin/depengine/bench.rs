@@ -121,7 +121,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         "workload={} body_us={} system=depengine-{} workers={} ops={} runs={} ns_per_op={:.1} min={:.1} max={:.1}",
         args.workload, args.body_us, args.engine, workers, total_ops, args.runs, s.median, s.min, s.max
     );
-    if body_ns > 0 || args.workload == Workload::Priority {
+    if !eff.is_empty() && (body_ns > 0 || args.workload == Workload::Priority) {
         line += &format!(" efficiency={:.3}", Summary::of(&eff).median);
     }
     if !p50.is_empty() {
