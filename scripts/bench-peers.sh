@@ -16,7 +16,7 @@
 # warm-up, with min and max. At the end, a markdown table: ns per op, and
 # the ratio peer / depengine (above 1: depengine is faster).
 #
-# usage: scripts/bench-peers.sh            full sizes of the issue (long)
+# usage: scripts/bench-peers.sh            full sizes (1,000,000 ops; long)
 #        QUICK=1 scripts/bench-peers.sh    reduced sizes (minutes)
 # Environment (all optional):
 #   QUICK=1        ops 20,000, wavefront 100 and 250, fan 200 rounds,

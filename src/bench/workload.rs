@@ -117,7 +117,8 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// `workload` with the sizes of the issue at the given scale of ops.
+    /// `workload` with `ops` ops (or rounds, see [`Spec::ops`]), a 1000 × 1000
+    /// wavefront, the default vars and empty bodies.
     pub fn new(workload: Workload, ops: usize) -> Spec {
         Spec {
             workload,
