@@ -1,34 +1,36 @@
 /*
  * Drives MXNet's dependency engine (libmxnet.so from the `mxnet` wheel)
- * through its C API on the empty-op workloads of depengine's design notes,
- * so that both engines are measured the same way on the same machine:
- * time from the first push to the return of MXNDArrayWaitAll, divided by
- * the number of ops; one pushing thread; empty bodies.
+ * through its C API on the benchmark traces written by
+ * `depengine bench --dump-trace`, so that both engines run the same ops the
+ * same way on the same machine: one pushing thread; time from the first
+ * push to the return of MXNDArrayWaitAll.
  *
  * Vars are NDArrays (MXNDArrayCreate with delayed allocation); ops are
- * pushed with MXEnginePushSyncND. The engine kind and worker counts come
+ * pushed with MXEnginePushSyncND (const = the vars read, mutable = the vars
+ * written, the trace's priority). The engine kind and worker count come
  * from MXNet's own environment variables (MXNET_ENGINE_TYPE,
- * MXNET_CPU_WORKER_NTHREADS), set by the calling script.
+ * MXNET_CPU_WORKER_NTHREADS, MXNET_CPU_PRIORITY_NTHREADS), set by the
+ * calling script; WORKERS is only reported.
  *
- * usage: mxnet_engine WORKLOAD OPS [VARS] [RUNS]
- *   WORKLOAD: indep | chain | readers
+ * roundtrip: MXEnginePushAsyncND on x whose body hands its completion
+ * callback to another thread, which calls it; then MXNDArrayWaitToRead(x).
+ *
+ * usage: see common.h.
  */
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include "common.h"
 
 typedef void *NDArrayHandle;
 typedef const void *ContextHandle;
 typedef const void *EngineFnPropertyHandle;
 typedef void (*EngineSyncFunc)(void *, void *);
+typedef void (*EngineAsyncFunc)(void *, void *, void *);
 typedef void (*EngineFuncParamDeleter)(void *);
 
 extern int MXNDArrayCreate(const uint32_t *shape, uint32_t ndim, int dev_type,
                            int dev_id, int delay_alloc, NDArrayHandle *out);
 extern int MXNDArrayFree(NDArrayHandle handle);
 extern int MXNDArrayWaitAll(void);
+extern int MXNDArrayWaitToRead(NDArrayHandle handle);
 extern const char *MXGetLastError(void);
 extern int MXEnginePushSyncND(EngineSyncFunc sync_func, void *func_param,
                               EngineFuncParamDeleter deleter,
@@ -38,23 +40,29 @@ extern int MXEnginePushSyncND(EngineSyncFunc sync_func, void *func_param,
                               int num_mutable_nds,
                               EngineFnPropertyHandle prop_handle, int priority,
                               const char *opr_name);
+extern int MXEnginePushAsyncND(EngineAsyncFunc async_func, void *func_param,
+                               EngineFuncParamDeleter deleter,
+                               ContextHandle ctx_handle,
+                               NDArrayHandle *const_nds_handle, int num_const_nds,
+                               NDArrayHandle *mutable_nds_handle,
+                               int num_mutable_nds,
+                               EngineFnPropertyHandle prop_handle, int priority,
+                               const char *opr_name, _Bool wait);
 
 /* mxnet::Context: { DeviceType dev_type (kCPU = 1); int32_t dev_id; } */
 struct mx_context {
   int32_t dev_type;
   int32_t dev_id;
 };
+static const struct mx_context ctx = {1, 0};
+static const int prop = 0; /* FnProperty::kNormal */
 
-static void empty_op(void *rctx, void *param) {
-  (void)rctx;
-  (void)param;
-}
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+/* mxnet::engine::CallbackOnComplete: { callback_, engine_, param_ } */
+struct mx_on_complete {
+  void (*callback)(void *engine, void *param, const void *error);
+  void *engine;
+  void *param;
+};
 
 static void check(int rc, const char *what) {
   if (rc != 0) {
@@ -63,69 +71,77 @@ static void check(int rc, const char *what) {
   }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
+static void sync_op(void *rctx, void *param) {
+  (void)rctx;
+  op_body((uint32_t)(uintptr_t)param);
 }
 
-static double run(const char *workload, long ops, long nvars) {
-  static const struct mx_context ctx = {1, 0};
-  static const int prop = 0; /* FnProperty::kNormal */
+static double run(int workers) {
+  (void)workers;
   uint32_t shape[1] = {1};
-  NDArrayHandle *vars = malloc(sizeof(NDArrayHandle) * (size_t)nvars);
-  NDArrayHandle shared;
-  for (long i = 0; i < nvars; i++)
-    check(MXNDArrayCreate(shape, 1, 1, 0, 1, &vars[i]), "MXNDArrayCreate");
-  check(MXNDArrayCreate(shape, 1, 1, 0, 1, &shared), "MXNDArrayCreate");
+  NDArrayHandle *h = malloc(sizeof(NDArrayHandle) * (T.nvars + 1));
+  NDArrayHandle r[64], w[64], *rp, *wp;
+  for (uint32_t v = 0; v < T.nvars; v++)
+    check(MXNDArrayCreate(shape, 1, 1, 0, 1, &h[v]), "MXNDArrayCreate");
   check(MXNDArrayWaitAll(), "MXNDArrayWaitAll");
-  double start = now_ns();
-  if (strcmp(workload, "indep") == 0) {
-    for (long i = 0; i < ops; i++)
-      check(MXEnginePushSyncND(empty_op, NULL, NULL, &ctx, NULL, 0,
-                               &vars[i % nvars], 1, &prop, 0, "indep"),
-            "push");
-  } else if (strcmp(workload, "chain") == 0) {
-    for (long i = 0; i < ops; i++)
-      check(MXEnginePushSyncND(empty_op, NULL, NULL, &ctx, NULL, 0, &shared, 1,
-                               &prop, 0, "chain"),
-            "push");
-  } else if (strcmp(workload, "readers") == 0) {
-    for (long i = 0; i < ops; i++)
-      check(MXEnginePushSyncND(empty_op, NULL, NULL, &ctx, &shared, 1,
-                               &vars[i % nvars], 1, &prop, 0, "readers"),
-            "push");
-  } else {
-    fprintf(stderr, "mxnet_engine: unknown workload %s\n", workload);
-    exit(2);
+  t0_ns = now_ns();
+  for (uint32_t i = 0; i < T.nops; i++) {
+    const uint32_t *ids = T.ids + T.off[i];
+    int nr = T.nr[i], nw = T.nw[i];
+    rp = nr <= 64 ? r : malloc(sizeof(NDArrayHandle) * (size_t)nr);
+    wp = nw <= 64 ? w : malloc(sizeof(NDArrayHandle) * (size_t)nw);
+    for (int k = 0; k < nr; k++) rp[k] = h[ids[k]];
+    for (int k = 0; k < nw; k++) wp[k] = h[ids[nr + k]];
+    op_pushed(i);
+    check(MXEnginePushSyncND(sync_op, (void *)(uintptr_t)i, NULL, &ctx, rp, nr,
+                             wp, nw, &prop, T.prio[i], "bench"),
+          "MXEnginePushSyncND");
+    if (rp != r) free(rp);
+    if (wp != w) free(wp);
   }
   check(MXNDArrayWaitAll(), "MXNDArrayWaitAll");
-  double elapsed = now_ns() - start;
-  for (long i = 0; i < nvars; i++) MXNDArrayFree(vars[i]);
-  MXNDArrayFree(shared);
-  free(vars);
-  return elapsed / (double)ops;
+  double elapsed = now_ns() - t0_ns;
+  for (uint32_t v = 0; v < T.nvars; v++) MXNDArrayFree(h[v]);
+  free(h);
+  return elapsed;
+}
+
+static void complete(void *token) {
+  struct mx_on_complete *c = token;
+  c->callback(c->engine, c->param, NULL);
+  free(c);
+}
+
+static void async_op(void *rctx, void *on_complete, void *param) {
+  (void)rctx;
+  (void)param;
+  struct mx_on_complete *c = malloc(sizeof *c);
+  memcpy(c, on_complete, sizeof *c);
+  rt_handoff(c);
+}
+
+static double roundtrip(int workers, long rounds, uint32_t body_ns) {
+  (void)workers;
+  uint32_t shape[1] = {1};
+  NDArrayHandle x;
+  check(MXNDArrayCreate(shape, 1, 1, 0, 1, &x), "MXNDArrayCreate");
+  rt_start(complete, body_ns);
+  double t0 = now_ns();
+  for (long i = 0; i < rounds; i++) {
+    check(MXEnginePushAsyncND(async_op, NULL, NULL, &ctx, NULL, 0, &x, 1, &prop,
+                              0, "roundtrip", 0),
+          "MXEnginePushAsyncND");
+    check(MXNDArrayWaitToRead(x), "MXNDArrayWaitToRead");
+  }
+  double elapsed = now_ns() - t0;
+  rt_join();
+  MXNDArrayFree(x);
+  return elapsed;
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s indep|chain|readers OPS [VARS] [RUNS]\n", argv[0]);
-    return 2;
-  }
-  const char *workload = argv[1];
-  long ops = atol(argv[2]);
-  long nvars = argc > 3 ? atol(argv[3]) : 1024;
-  int runs = argc > 4 ? atoi(argv[4]) : 5;
-  if (ops < 1 || nvars < 1 || runs < 1 || runs > 100) {
-    fprintf(stderr, "mxnet_engine: OPS, VARS and RUNS must be positive\n");
-    return 2;
-  }
-  run(workload, ops < 100000 ? ops : 100000, nvars); /* warm-up */
-  double ns[100];
-  for (int r = 0; r < runs; r++) ns[r] = run(workload, ops, nvars);
-  qsort(ns, (size_t)runs, sizeof(double), cmp_double);
   const char *kind = getenv("MXNET_ENGINE_TYPE");
-  printf("workload=%s engine=mxnet-%s ops=%ld runs=%d ns_per_op=%.1f min=%.1f max=%.1f\n",
-         workload, kind ? kind : "default", ops, runs, ns[runs / 2], ns[0],
-         ns[runs - 1]);
-  return 0;
+  char system[128];
+  snprintf(system, sizeof system, "mxnet-%s", kind ? kind : "default");
+  return driver_main(argc, argv, system, run, roundtrip);
 }

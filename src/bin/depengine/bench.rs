@@ -1,31 +1,48 @@
-//! `depengine bench`: empty-op micro-benchmarks of the engine.
+//! `depengine bench`: the engine on the benchmark workloads (empty or busy
+//! bodies), and the traces that the peer drivers replay.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
 
 use clap::Args;
 
-use depengine::bench::{run_workload, Workload, DEFAULT_VARS};
+use depengine::bench::{quantile, roundtrip, run_trace, Spec, Summary, Workload};
 use depengine::{Engine, EngineKind};
 
 /// Arguments of `depengine bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workload: indep, chain or readers.
+    /// Workload: indep, indep-novars, chain, readers, wavefront, fan, rwmix,
+    /// random, randsum, priority or roundtrip.
     #[arg(long, default_value = "indep")]
     workload: Workload,
-    /// Ops per run.
-    #[arg(long, default_value_t = 1_000_000)]
-    ops: usize,
+    /// Ops per run (fan: rounds of 101 ops; priority: low-priority ops;
+    /// roundtrip: round trips). Default: 1,000,000; fan 10,000; priority
+    /// 200,000; roundtrip 100,000.
+    #[arg(long)]
+    ops: Option<usize>,
+    /// Grid side of wavefront (n × n ops).
+    #[arg(long, default_value_t = 1000)]
+    n: usize,
+    /// Busy time of each body in µs (0: empty body).
+    #[arg(long, default_value_t = 0.0)]
+    body_us: f64,
     /// Executor: naive, pooled or per-device.
     #[arg(long, default_value = "per-device", value_parser = parse_kind)]
     engine: EngineKind,
     /// CPU worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0)]
     workers: usize,
-    /// Distinct vars written by indep and readers.
-    #[arg(long, default_value_t = DEFAULT_VARS)]
+    /// Distinct vars written by indep (0: one per op) and readers (0: 1024).
+    #[arg(long, default_value_t = 0)]
     vars: usize,
     /// Timed runs after one warm-up run; the median is reported.
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Write the workload's trace to FILE for the peer drivers and exit.
+    #[arg(long, value_name = "FILE")]
+    dump_trace: Option<PathBuf>,
 }
 
 fn parse_kind(s: &str) -> Result<EngineKind, String> {
@@ -33,33 +50,88 @@ fn parse_kind(s: &str) -> Result<EngineKind, String> {
         .map_err(|()| format!("unknown engine `{s}`: expected naive, pooled or per-device"))
 }
 
+fn default_ops(w: Workload) -> usize {
+    match w {
+        Workload::Fan => 10_000,
+        Workload::Priority => 200_000,
+        Workload::Roundtrip => 100_000,
+        _ => 1_000_000,
+    }
+}
+
 pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if args.ops == 0 || args.runs == 0 {
-        return Err("--ops and --runs must be at least 1".into());
+    let ops = args.ops.unwrap_or_else(|| default_ops(args.workload));
+    if ops == 0 || args.runs == 0 || args.n == 0 || args.body_us.is_nan() || args.body_us < 0.0 {
+        return Err("--ops, --runs and --n must be at least 1 and --body-us at least 0".into());
+    }
+    let body_ns = (args.body_us * 1000.0).round() as u32;
+    let spec = Spec {
+        workload: args.workload,
+        ops,
+        n: args.n,
+        vars: args.vars,
+        body_ns,
+    };
+    if let Some(path) = &args.dump_trace {
+        if args.workload == Workload::Roundtrip {
+            return Err("roundtrip is not a trace: the drivers run it themselves".into());
+        }
+        let mut out = BufWriter::new(File::create(path)?);
+        spec.trace().write_to(&mut out)?;
+        return Ok(());
     }
     let engine = Engine::builder()
         .kind(args.engine)
         .cpu_workers(args.workers)
         .build()?;
     let workers: usize = engine.pools().first().map(|p| p.1).unwrap_or(0);
-    run_workload(&engine, args.workload, args.ops.min(100_000), args.vars)?;
-    let mut ns: Vec<f64> = Vec::with_capacity(args.runs);
-    for _ in 0..args.runs {
-        let t = run_workload(&engine, args.workload, args.ops, args.vars)?;
-        ns.push(t.as_nanos() as f64 / args.ops as f64);
+
+    let mut ns = Vec::with_capacity(args.runs);
+    let mut eff = Vec::with_capacity(args.runs);
+    let mut p50 = Vec::with_capacity(args.runs);
+    let mut p99 = Vec::with_capacity(args.runs);
+    let mut makespan = Vec::with_capacity(args.runs);
+    let total_ops;
+    if args.workload == Workload::Roundtrip {
+        total_ops = ops;
+        roundtrip(&engine, ops.min(10_000), body_ns, None)?;
+        for _ in 0..args.runs {
+            let t = roundtrip(&engine, ops, body_ns, None)?;
+            ns.push(t.as_nanos() as f64 / ops as f64);
+        }
+    } else {
+        let trace = spec.trace();
+        total_ops = trace.ops.len();
+        let body_total = trace.total_body_ns() as f64;
+        run_trace(&engine, &trace, None)?; // warm-up
+        for _ in 0..args.runs {
+            let r = run_trace(&engine, &trace, None)?;
+            let t = r.elapsed.as_nanos() as f64;
+            ns.push(t / total_ops as f64);
+            eff.push(body_total / (workers.max(1) as f64 * t));
+            makespan.push(t / 1e6);
+            if !r.latencies_ns.is_empty() {
+                p50.push(quantile(&r.latencies_ns, 0.5) as f64 / 1e3);
+                p99.push(quantile(&r.latencies_ns, 0.99) as f64 / 1e3);
+            }
+        }
     }
-    ns.sort_by(|a, b| a.total_cmp(b));
-    let median = ns[ns.len() / 2];
-    println!(
-        "workload={} engine={} workers={} ops={} runs={} ns_per_op={:.1} min={:.1} max={:.1}",
-        args.workload,
-        args.engine,
-        workers,
-        args.ops,
-        args.runs,
-        median,
-        ns[0],
-        ns[ns.len() - 1]
+    let s = Summary::of(&ns);
+    let mut line = format!(
+        "workload={} body_us={} system=depengine-{} workers={} ops={} runs={} ns_per_op={:.1} min={:.1} max={:.1}",
+        args.workload, args.body_us, args.engine, workers, total_ops, args.runs, s.median, s.min, s.max
     );
+    if !eff.is_empty() && (body_ns > 0 || args.workload == Workload::Priority) {
+        line += &format!(" efficiency={:.3}", Summary::of(&eff).median);
+    }
+    if !p50.is_empty() {
+        line += &format!(
+            " p50_us={:.1} p99_us={:.1} makespan_ms={:.1}",
+            Summary::of(&p50).median,
+            Summary::of(&p99).median,
+            Summary::of(&makespan).median
+        );
+    }
+    println!("{line}");
     Ok(())
 }

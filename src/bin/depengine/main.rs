@@ -19,7 +19,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Micro-benchmark the engine on an empty-op workload (indep, chain, readers).
+    /// Benchmark the engine on a workload (empty or busy bodies), or write its trace for the peer drivers.
     Bench(bench::BenchArgs),
     /// Plan tensor memory from a usage-records, MiniMalloc CSV or graph file.
     Plan(plan::PlanArgs),

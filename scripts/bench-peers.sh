@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of depengine against its peers on the same
+# workloads, in the same run, alternating the systems:
+#   MXNet 1.9.1's engine (ThreadedEnginePerDevice, ThreadedEngine,
+#   NaiveEngine), StarPU, OpenMP tasks (gcc/libgomp and clang/libomp),
+#   oneTBB's flow graph and rayon (the last two given the inferred graph).
+#
+# Installs what it needs from the package registries only: Debian packages
+# (libstarpu-dev libomp-dev clang libtbb-dev, through apt-get), the mxnet
+# wheel from PyPI (pip download; its libmxnet.so is driven through the C
+# API), rayon from crates.io (cargo). Then builds the drivers under peers/.
+#
+# Every workload is first written as a trace by `depengine bench
+# --dump-trace` and replayed by every system, so all run the same ops.
+# Each line = one system on one workload: median of RUNS runs after a
+# warm-up, with min and max. At the end, a markdown table: ns per op, and
+# the ratio peer / depengine (above 1: depengine is faster).
+#
+# usage: scripts/bench-peers.sh            full sizes (1,000,000 ops; long)
+#        QUICK=1 scripts/bench-peers.sh    reduced sizes (minutes)
+# Environment (all optional):
+#   QUICK=1        ops 20,000, wavefront 100 and 250, fan 200 rounds,
+#                  priority 2,000 low-priority ops, roundtrip 5,000, bodies 0 and 10 µs,
+#                  MXNet's ThreadedEnginePerDevice only
+#   RUNS=5         timed runs per line (median, min, max)
+#   WORKERS="1 2 N"  worker counts (default: 1, 2 and all CPUs)
+#   BODIES="0 1 10 100"  body times in µs
+#   BUSY_BUDGET_US=2000000  busy body time per run: ops of busy workloads are
+#                  capped at BUSY_BUDGET_US / body (so 100 µs bodies stay short)
+#   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
+#                  rwmix random randsum priority roundtrip
+#   SYSTEMS="..."  subset of: depengine depengine-pooled mxnet starpu
+#                  openmp-gomp openmp-libomp tbb-flow rayon
+#   MXNET_ENGINES="ThreadedEnginePerDevice ThreadedEngine NaiveEngine"
+#   VARS=0         vars of indep (0: one per op) and readers (0: 1024)
+#   TIMEOUT=600    seconds before one line is given up (reported as timeout)
+#   NO_INSTALL=1   skip apt-get / pip (use what is installed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+PEERS=$TARGET/peers
+mkdir -p "$PEERS/traces"
+
+NCPU=$(nproc)
+if [[ -n ${QUICK:-} ]]; then
+  OPS=${OPS:-20000}; WAVE=${WAVE:-"100 250"}; FAN_ROUNDS=${FAN_ROUNDS:-200}
+  PRIO_OPS=${PRIO_OPS:-2000}; RT_ROUNDS=${RT_ROUNDS:-5000}
+  BODIES=${BODIES:-"0 10"}; BUSY_BUDGET_US=${BUSY_BUDGET_US:-200000}
+  MXNET_ENGINES=${MXNET_ENGINES:-ThreadedEnginePerDevice}
+else
+  OPS=${OPS:-1000000}; WAVE=${WAVE:-"250 1000 2000"}; FAN_ROUNDS=${FAN_ROUNDS:-10000}
+  PRIO_OPS=${PRIO_OPS:-200000}; RT_ROUNDS=${RT_ROUNDS:-100000}
+  BODIES=${BODIES:-"0 1 10 100"}; BUSY_BUDGET_US=${BUSY_BUDGET_US:-2000000}
+  MXNET_ENGINES=${MXNET_ENGINES:-"ThreadedEnginePerDevice ThreadedEngine NaiveEngine"}
+fi
+RUNS=${RUNS:-5}
+WORKERS=${WORKERS:-$(printf '%s\n' 1 2 "$NCPU" | sort -nu | tr '\n' ' ')}
+WORKLOADS=${WORKLOADS:-"indep indep-novars chain wavefront fan rwmix random randsum priority roundtrip"}
+SYSTEMS=${SYSTEMS:-"depengine mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon"}
+VARS=${VARS:-0}
+TIMEOUT=${TIMEOUT:-600}
+
+# ---- install (package registries only) ----
+if [[ -z ${NO_INSTALL:-} ]]; then
+  need=()
+  for p in libstarpu-dev libomp-dev clang libtbb-dev pkg-config; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  if ((${#need[@]})); then
+    SUDO=; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  if [[ ! -f $PEERS/mxnet/libmxnet.so ]]; then
+    pip download --quiet --no-deps -d "$PEERS/wheels" mxnet==1.9.1
+    python3 - "$PEERS" <<'PY'
+import glob, sys, zipfile
+peers = sys.argv[1]
+wheel = glob.glob(f"{peers}/wheels/mxnet-1.9.1-*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    for name in ("mxnet/libmxnet.so", "mxnet/libgfortran.so.3", "mxnet/libopenblas.so.0"):
+        z.extract(name, peers)
+PY
+  fi
+fi
+
+# ---- build ----
+has() { [[ " $SYSTEMS " == *" $1 "* ]]; }
+cargo build --release --quiet
+DEPENGINE=$TARGET/release/depengine
+has mxnet && gcc -O2 -o "$PEERS/mxnet_engine" peers/mxnet_engine.c \
+  -L"$PEERS/mxnet" -lmxnet -Wl,-rpath,"$PEERS/mxnet" -lpthread
+has starpu && gcc -O2 -o "$PEERS/starpu" peers/starpu.c \
+  $(pkg-config --cflags --libs starpu-1.3) -lpthread
+has openmp-gomp && gcc -O2 -fopenmp -o "$PEERS/openmp-gomp" peers/openmp.c \
+  -DSYSTEM='"openmp-gomp"' -lpthread
+has openmp-libomp && clang -O2 -fopenmp -o "$PEERS/openmp-libomp" peers/openmp.c \
+  -DSYSTEM='"openmp-libomp"' -lpthread
+has tbb-flow && g++ -O2 -std=c++17 -o "$PEERS/tbb_flow" peers/tbb_flow.cpp -ltbb -lpthread
+has rayon && CARGO_TARGET_DIR=$PEERS/rayon-target \
+  cargo build --release --quiet --manifest-path peers/rayon/Cargo.toml
+RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
+
+export STARPU_SILENT=1 STARPU_HOME=$PEERS/starpu-home OMP_MAX_TASK_PRIORITY=1
+RESULTS=$PEERS/results-$(date -u +%Y%m%dT%H%M%SZ).txt
+echo "# $(nproc) CPUs; $(uptime | sed 's/.*load/load/'); RUNS=$RUNS OPS=$OPS QUICK=${QUICK:-0}" | tee "$RESULTS"
+
+# run "workload=L body_us=B system=S workers=W" COMMAND...: one line of
+# results, its workload and system fields set to L and S (or a failure line)
+run() {
+  local what=$1; shift
+  local out wl sy
+  wl=$(sed 's/^workload=\([^ ]*\).*/\1/' <<<"$what")
+  sy=$(sed 's/.* system=\([^ ]*\).*/\1/' <<<"$what")
+  if out=$(timeout "$TIMEOUT" "$@" 2>/dev/null | grep '^workload='); then
+    sed -e "s/^workload=[^ ]*/workload=$wl/" -e "s/ system=[^ ]*/ system=$sy/" <<<"$out" | tee -a "$RESULTS"
+  else
+    echo "$what failed-or-timeout" | tee -a "$RESULTS"
+  fi
+}
+
+for wl in $WORKLOADS; do
+  sizes=("")
+  [[ $wl == wavefront ]] && read -r -a sizes <<<"$WAVE"
+  for size in "${sizes[@]}"; do
+    label=$wl${size:+-$size}
+    for body in $BODIES; do
+      # ops / rounds of this line; busy bodies capped by the busy budget
+      case $wl in
+        fan) ops=$FAN_ROUNDS; per=101 ;;
+        priority) ops=$PRIO_OPS; per=1 ;;
+        roundtrip) ops=$RT_ROUNDS; per=1 ;;
+        *) ops=$OPS; per=1 ;;
+      esac
+      if [[ $body != 0 && $wl != priority ]]; then
+        cap=$(python3 -c "print(max(1, int($BUSY_BUDGET_US / $body / $per)))")
+        ((ops > cap)) && ops=$cap
+        if [[ $wl == wavefront ]]; then
+          s=$(python3 -c "import math; print(max(2, min($size, int(math.isqrt($cap)))))")
+        fi
+      fi
+      n=${s:-${size:-1000}}; unset s
+      trace=$PEERS/traces/$label-$body.tr
+      args=(--workload "$wl" --ops "$ops" --n "$n" --body-us "$body" --vars "$VARS")
+      [[ $wl != roundtrip ]] && "$DEPENGINE" bench "${args[@]}" --dump-trace "$trace"
+      src=$trace; [[ $wl == roundtrip ]] && src=$ops
+      for w in $WORKERS; do
+        for sys in $SYSTEMS; do
+          tag="workload=$label body_us=$body system=$sys workers=$w"
+          case $sys in
+            depengine) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device ;;
+            depengine-pooled) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine pooled ;;
+            mxnet)
+              for k in $MXNET_ENGINES; do
+                MXNET_ENGINE_TYPE=$k MXNET_CPU_WORKER_NTHREADS=$w MXNET_CPU_PRIORITY_NTHREADS=$w \
+                  run "workload=$label body_us=$body system=mxnet-$k workers=$w" \
+                  "$PEERS/mxnet_engine" "$wl" "$body" "$w" "$RUNS" "$src"
+              done ;;
+            starpu)
+              sched=; [[ $wl == priority ]] && sched=prio
+              STARPU_SCHED=${sched:-${STARPU_SCHED:-}} run "$tag" "$PEERS/starpu" "$wl" "$body" "$w" "$RUNS" "$src" ;;
+            openmp-gomp|openmp-libomp) run "$tag" "$PEERS/$sys" "$wl" "$body" "$w" "$RUNS" "$src" ;;
+            tbb-flow) run "$tag" "$PEERS/tbb_flow" "$wl" "$body" "$w" "$RUNS" "$src" ;;
+            rayon) run "$tag" "$RAYON" "${args[@]}" --workers "$w" --runs "$RUNS" ;;
+          esac
+        done
+      done
+      [[ -f $trace ]] && rm -f "$trace"
+    done
+  done
+done
+
+echo "# done: $(uptime | sed 's/.*load/load/')" | tee -a "$RESULTS"
+python3 scripts/bench-peers-table.py "$RESULTS"

@@ -1,0 +1,183 @@
+//! Replaying traces on the engine, and the `roundtrip` workload.
+
+use std::time::{Duration, Instant};
+
+use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{thread, Arc, Condvar, Mutex};
+use crate::{Completion, Engine, EngineError, OpDesc, Var};
+
+use super::trace::Trace;
+
+/// What one timed run measured.
+#[derive(Debug, Clone, Default)]
+pub struct RunResult {
+    /// From the first push to the return of `wait_for_all`.
+    pub elapsed: Duration,
+    /// Push-to-start latency of every op of priority > 0, in push order, in
+    /// nanoseconds.
+    pub latencies_ns: Vec<u64>,
+}
+
+/// Spins on the clock until `ns` nanoseconds have passed (a busy body).
+#[inline]
+pub fn busy(ns: u32) {
+    if ns == 0 {
+        return;
+    }
+    let until = Instant::now() + Duration::from_nanos(u64::from(ns));
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// Replays `trace` on `engine`: creates its vars, then (timed) pushes every
+/// op in order and waits for all. Each body spins for its `body_ns` and
+/// increments `counter` when one is given.
+///
+/// # Errors
+///
+/// Any error of the engine (none is expected).
+pub fn run_trace(
+    engine: &Engine,
+    trace: &Trace,
+    counter: Option<&Arc<AtomicUsize>>,
+) -> Result<RunResult, EngineError> {
+    let vars: Vec<Var> = (0..trace.vars).map(|_| engine.new_var()).collect();
+    let high = trace.ops.iter().filter(|o| o.priority > 0).count();
+    let starts: Arc<Vec<AtomicU64>> = Arc::new((0..high).map(|_| AtomicU64::new(0)).collect());
+    let mut pushes: Vec<u64> = Vec::with_capacity(high);
+    let mut reads: Vec<&Var> = Vec::with_capacity(32);
+    let mut writes: Vec<&Var> = Vec::with_capacity(4);
+    engine.wait_for_all()?;
+    let start = Instant::now();
+    for op in &trace.ops {
+        reads.clear();
+        writes.clear();
+        reads.extend(trace.reads(op).iter().map(|&v| &vars[v as usize]));
+        writes.extend(trace.writes(op).iter().map(|&v| &vars[v as usize]));
+        let desc = OpDesc::new("bench")
+            .reads(&reads)
+            .writes(&writes)
+            .priority(op.priority);
+        let ns = op.body_ns;
+        if op.priority > 0 {
+            let slot = pushes.len();
+            let starts = starts.clone();
+            let counter = counter.cloned();
+            pushes.push(start.elapsed().as_nanos() as u64);
+            engine.push(desc, move |_| {
+                starts[slot].store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                busy(ns);
+                if let Some(c) = counter {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            })?;
+        } else if let Some(c) = counter {
+            let c = c.clone();
+            engine.push(desc, move |_| {
+                busy(ns);
+                c.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })?;
+        } else {
+            engine.push(desc, move |_| {
+                busy(ns);
+                Ok(())
+            })?;
+        }
+    }
+    engine.wait_for_all()?;
+    let elapsed = start.elapsed();
+    let latencies_ns = pushes
+        .iter()
+        .zip(starts.iter())
+        .map(|(&p, s)| s.load(Ordering::Relaxed).saturating_sub(p))
+        .collect();
+    drop(reads);
+    drop(writes);
+    for v in vars {
+        engine.delete_var(v)?;
+    }
+    engine.wait_for_all()?;
+    Ok(RunResult {
+        elapsed,
+        latencies_ns,
+    })
+}
+
+/// One handoff slot between the pushing side and the completing thread.
+struct Handoff {
+    slot: Mutex<(Option<Completion>, bool)>,
+    ready: Condvar,
+}
+
+/// `roundtrip`: `rounds` × (push an async op writing x whose completion is
+/// handed to another thread, which completes it after spinning `body_ns`;
+/// then `wait_for_var(x)`). Returns the total time; the time per round trip
+/// is that divided by `rounds`. `counter`, when given, counts completions.
+///
+/// # Errors
+///
+/// Any error of the engine; an error when the completing thread cannot be
+/// started.
+pub fn roundtrip(
+    engine: &Engine,
+    rounds: usize,
+    body_ns: u32,
+    counter: Option<&Arc<AtomicUsize>>,
+) -> Result<Duration, EngineError> {
+    let handoff = Arc::new(Handoff {
+        slot: Mutex::new((None, false)),
+        ready: Condvar::new(),
+    });
+    let h = handoff.clone();
+    let counter_c = counter.cloned();
+    let completer = thread::spawn_named("bench-completer".into(), move || loop {
+        let done = {
+            let mut g = h.slot.lock();
+            loop {
+                if let Some(c) = g.0.take() {
+                    break c;
+                }
+                if g.1 {
+                    return;
+                }
+                h.ready.wait(&mut g);
+            }
+        };
+        busy(body_ns);
+        if let Some(c) = &counter_c {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        done.done();
+    })
+    .map_err(|e| EngineError::Spawn {
+        thread: "bench-completer".into(),
+        message: e.to_string(),
+    })?;
+    let x = engine.new_var();
+    engine.wait_for_all()?;
+    let start = Instant::now();
+    let mut result = Ok(());
+    for _ in 0..rounds {
+        let h = handoff.clone();
+        result = engine
+            .push_async(OpDesc::new("roundtrip").writes(&x), move |_, done| {
+                h.slot.lock().0 = Some(done);
+                h.ready.notify_one();
+            })
+            .and_then(|()| engine.wait_for_var(&x));
+        if result.is_err() {
+            break;
+        }
+    }
+    let elapsed = start.elapsed();
+    handoff.slot.lock().1 = true;
+    handoff.ready.notify_one();
+    let _ = completer.join();
+    result?;
+    engine.delete_var(x)?;
+    engine.wait_for_all()?;
+    Ok(elapsed)
+}
