@@ -5,39 +5,13 @@
 //! "challenging" traces.
 
 use depengine::plan::*;
-use depengine::util::rng::SplitMix64;
 
 const CAPACITY: u64 = 1 << 20;
 
 /// A random guillotine cut of the `CAPACITY` × `ops` rectangle into `n`
 /// tensors (sizes multiples of 1 KiB), listed in a random order.
 fn perfect_packing(n: usize, seed: u64) -> Vec<UsageRecord> {
-    let mut rng = SplitMix64::new(seed);
-    let ops = n.max(64) as u64;
-    // (bottom, top, first op, one past the last op)
-    let mut rects: Vec<(u64, u64, u64, u64)> = vec![(0, CAPACITY, 0, ops)];
-    while rects.len() < n {
-        let k = rng.below(rects.len() as u64) as usize;
-        let (a, b, t0, t1) = rects[k];
-        if rng.below(2) == 0 && b - a >= 2048 {
-            let m = a + 1024 * rng.range_inclusive(1, (b - a) / 1024 - 1);
-            rects[k] = (a, m, t0, t1);
-            rects.push((m, b, t0, t1));
-        } else if t1 - t0 >= 2 {
-            let m = rng.range_inclusive(t0 + 1, t1 - 1);
-            rects[k] = (a, b, t0, m);
-            rects.push((a, b, m, t1));
-        }
-    }
-    for i in (1..rects.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        rects.swap(i, j);
-    }
-    rects
-        .iter()
-        .enumerate()
-        .map(|(i, &(a, b, t0, t1))| UsageRecord::new(i as u64, b - a, t0 as usize, t1 as usize - 1))
-        .collect()
+    depengine::plan::synthetic::perfect_packing(n, seed, CAPACITY)
 }
 
 #[test]

@@ -48,6 +48,7 @@ mod offsets;
 mod records;
 mod search;
 mod svg;
+pub mod synthetic;
 mod validate;
 
 pub use best::{best_objects, best_offsets, MIN_COST_FLOW_LIMIT};
