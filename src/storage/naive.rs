@@ -51,18 +51,7 @@ impl Direct {
     }
 
     pub(crate) fn free(&self, allocation: Allocation) -> Result<(), FreeError> {
-        if !self.system.owns(&allocation) {
-            return Err(FreeError::new(allocation, self.system.ctx()));
-        }
-        let rounded = allocation.rounded_size();
-        if rounded == 0 {
-            return Ok(());
-        }
-        self.system.counters.returned(rounded);
-        // SAFETY: the allocation, consumed here, owned this block of
-        // `rounded` bytes from `obtain` of this system; it is freed once.
-        unsafe { self.system.dealloc(allocation.as_non_null(), rounded) };
-        Ok(())
+        self.system.free_to_system(allocation)
     }
 
     pub(crate) fn stats(&self) -> StorageStats {

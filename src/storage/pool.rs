@@ -259,18 +259,7 @@ impl Storage for PooledStorage {
     }
 
     fn free_direct(&self, allocation: Allocation) -> Result<(), FreeError> {
-        if !self.system.owns(&allocation) {
-            return Err(FreeError::new(allocation, self.system.ctx()));
-        }
-        let rounded = allocation.rounded_size();
-        if rounded == 0 {
-            return Ok(());
-        }
-        self.system.counters.returned(rounded);
-        // SAFETY: the allocation, consumed here, owned this block of
-        // `rounded` bytes from `obtain`; it is freed once.
-        unsafe { self.system.dealloc(allocation.as_non_null(), rounded) };
-        Ok(())
+        self.system.free_to_system(allocation)
     }
 
     fn release_all(&self) -> usize {

@@ -29,7 +29,7 @@ use std::ptr::NonNull;
 use crate::sync::CachePadded;
 
 use super::stats::Counters;
-use super::{Allocation, DeviceId, StorageConfig, StorageError};
+use super::{Allocation, DeviceId, FreeError, StorageConfig, StorageError};
 
 /// Source of the owner ids that tie an allocation to its manager.
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
@@ -228,5 +228,27 @@ impl System {
             self.held.fetch_sub(rounded, Relaxed);
         }
         self.counters.system_released(rounded);
+    }
+
+    /// Returns an allocation's block straight to the system (no pool): the
+    /// free path of the naive manager and the pool's `free_direct`.
+    ///
+    /// # Errors
+    ///
+    /// [`FreeError`] handing the allocation back when this system did not
+    /// make it.
+    pub(crate) fn free_to_system(&self, allocation: Allocation) -> Result<(), FreeError> {
+        if !self.owns(&allocation) {
+            return Err(FreeError::new(allocation, self.ctx()));
+        }
+        let rounded = allocation.rounded_size();
+        if rounded == 0 {
+            return Ok(());
+        }
+        self.counters.returned(rounded);
+        // SAFETY: the allocation, consumed here, owned this block of
+        // `rounded` bytes from `obtain` of this system; it is freed once.
+        unsafe { self.dealloc(allocation.as_non_null(), rounded) };
+        Ok(())
     }
 }
