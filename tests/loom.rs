@@ -286,3 +286,112 @@ fn a_completion_racing_the_body_completes_the_op_once_after_the_body() {
         assert_eq!(v.version(), 2);
     });
 }
+
+/// Pushes an async write on `v` that appends `tag` to `log` and parks its
+/// completion in the returned slot.
+fn parked_logged_write(
+    engine: &Engine,
+    v: &depengine::Var,
+    log: &Arc<Mutex<Vec<u32>>>,
+    tag: u32,
+) -> Arc<Mutex<Option<Completion>>> {
+    let slot = Arc::new(Mutex::new(None));
+    let (s, l) = (slot.clone(), log.clone());
+    engine
+        .push_async(OpDesc::new("parked").writes(v), move |_, done| {
+            l.lock().unwrap().push(tag);
+            *s.lock().unwrap() = Some(done);
+        })
+        .unwrap();
+    slot
+}
+
+#[test]
+fn a_run_of_queued_writes_keeps_push_order_while_more_are_appended() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        // w0 holds v; w1 (async) and w2 queue behind it and become a run
+        // when w0 completes. A foreign thread completes w0 and then w1 while
+        // this thread appends w3 and a read: they must queue behind the run.
+        let s0 = parked_logged_write(&engine, &v, &log, 0);
+        let s1 = parked_logged_write(&engine, &v, &log, 1);
+        let l = log.clone();
+        engine
+            .push(OpDesc::new("w2").writes(&v), move |_| {
+                l.lock().unwrap().push(2);
+                Ok(())
+            })
+            .unwrap();
+        let t = thread::spawn(move || {
+            s0.lock()
+                .unwrap()
+                .take()
+                .expect("w0 started at push")
+                .done();
+            // w1 started when w0 completed (inline, naive executor).
+            s1.lock().unwrap().take().expect("w1 granted by w0").done();
+        });
+        let l = log.clone();
+        engine
+            .push(OpDesc::new("w3").writes(&v), move |_| {
+                l.lock().unwrap().push(3);
+                Ok(())
+            })
+            .unwrap();
+        let (l, seen) = (log.clone(), Arc::new(AtomicUsize::new(0)));
+        let s = seen.clone();
+        engine
+            .push(OpDesc::new("r").reads(&v), move |_| {
+                s.store(l.lock().unwrap().len(), Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(seen.load(Ordering::SeqCst), 4, "the read saw every write");
+        assert_eq!(v.version(), 4);
+    });
+}
+
+#[test]
+fn a_failure_inside_a_run_reaches_the_rest_of_the_run() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let s0 = parked_logged_write(&engine, &v, &log, 0);
+        let s1 = parked_logged_write(&engine, &v, &log, 1);
+        let l = log.clone();
+        engine
+            .push(OpDesc::new("w2").writes(&v), move |_| {
+                l.lock().unwrap().push(2);
+                Ok(())
+            })
+            .unwrap();
+        let t = thread::spawn(move || {
+            s0.lock().unwrap().take().unwrap().done();
+            s1.lock()
+                .unwrap()
+                .take()
+                .unwrap()
+                .fail(depengine::OpError::msg("lost"));
+        });
+        let l = log.clone();
+        engine
+            .push(OpDesc::new("w3").writes(&v), move |_| {
+                l.lock().unwrap().push(3);
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        let err = engine.wait_for_all().unwrap_err();
+        assert_eq!(err.failure().unwrap().message, "lost");
+        // w2 (in the run) and w3 (queued behind it) were skipped.
+        assert_eq!(*log.lock().unwrap(), vec![0, 1]);
+        // Failed and skipped writes complete too, and count as versions.
+        assert_eq!(v.version(), 4);
+    });
+}

@@ -39,7 +39,7 @@ use super::op::{
     PHASE_BODY_RETURNED, PHASE_DONE_IN_BODY, PHASE_IN_BODY,
 };
 use super::ready::ReadyList;
-use super::var::{append_all, Var, VarId, VarInner};
+use super::var::{append_all, Var, VarId, VarInner, VarSlot};
 use super::EngineConfig;
 
 engine_thread_local! {
@@ -129,14 +129,16 @@ pub(crate) struct Core {
     pub(crate) config: EngineConfig,
     self_ref: Weak<Core>,
     next_var: AtomicU64,
-    next_seq: AtomicU64,
-    /// Ops pushed, written by pushing threads only.
+    /// Ops pushed, written by pushing threads only; its value before the
+    /// increment is the op's sequence number.
     pushed: CachePadded<AtomicU64>,
     /// Ops completed, written by completing threads only (sharded): split
     /// from `pushed` so that pushers and workers, and workers among
     /// themselves, do not share a counter's cache line.
     completed: ShardedCounter,
-    idle_waiters: AtomicUsize,
+    /// Read by every completion: padded so that no field a pusher writes
+    /// shares its line.
+    idle_waiters: CachePadded<AtomicUsize>,
     idle_lock: Mutex<()>,
     idle_cv: Condvar,
     shut_down: AtomicBool,
@@ -154,10 +156,9 @@ impl Core {
             config: config.clone(),
             self_ref: weak.clone(),
             next_var: AtomicU64::new(0),
-            next_seq: AtomicU64::new(0),
             pushed: CachePadded::new(AtomicU64::new(0)),
             completed: ShardedCounter::new(),
-            idle_waiters: AtomicUsize::new(0),
+            idle_waiters: CachePadded::new(AtomicUsize::new(0)),
             idle_lock: Mutex::new(()),
             idle_cv: Condvar::new(),
             shut_down: AtomicBool::new(false),
@@ -270,7 +271,6 @@ impl Core {
 
         let _guard = AbortOnPanic::new();
         let mut block = self.blocks.take();
-        block.seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         block.name = desc.name;
         block.context = desc.context;
         block.property = desc.property;
@@ -284,7 +284,9 @@ impl Core {
         block.wait.store(nvars + 1, Ordering::Relaxed);
         let deletes = block.property == Property::DeleteVar;
 
-        self.pushed.fetch_add(1, Ordering::SeqCst);
+        // Counted before it can complete (see `idle`); the count also
+        // numbers the op.
+        block.seq = self.pushed.fetch_add(1, Ordering::SeqCst);
         // From here on the block is shared with other threads through var
         // queues: only `&OpBlock` (plus the guard-protected cells) is used.
         let op = OpPtr(NonNull::from(Box::leak(block)));
@@ -411,7 +413,7 @@ impl Core {
                 self.failures.lock().push(LogEntry {
                     failure: f.clone(),
                     reported: false,
-                    tainted: b.writes().to_vec(),
+                    tainted: b.writes().iter().map(|v| v.var.to_arc()).collect(),
                 });
                 Some(f)
             }
@@ -419,7 +421,7 @@ impl Core {
                 if !b.writes().is_empty() {
                     let mut log = self.failures.lock();
                     if let Some(e) = log.iter_mut().find(|e| Arc::ptr_eq(&e.failure, &f)) {
-                        e.tainted.extend(b.writes().iter().cloned());
+                        e.tainted.extend(b.writes().iter().map(|v| v.var.to_arc()));
                     }
                 }
                 Some(f)
@@ -427,10 +429,19 @@ impl Core {
         };
         let mut ready = ReadyList::new();
         for v in b.reads() {
-            v.complete_read(&mut ready);
+            if v.complete_read(&mut ready) {
+                // SAFETY: the var went idle in our completion: its busy
+                // reference is ours; `v` is not used again.
+                unsafe { v.var.release_busy() };
+            }
         }
         for v in b.writes() {
-            v.complete_write(failure.as_ref(), b.bump_version, &mut ready);
+            // SAFETY: this thread completes the op, so it owns it.
+            let run_next = unsafe { v.run_next() };
+            if v.complete_write(run_next, failure.as_ref(), b.bump_version, &mut ready) {
+                // SAFETY: as above.
+                unsafe { v.var.release_busy() };
+            }
         }
         if let Some(signal) = &b.signal {
             signal.set(match &failure {
@@ -673,9 +684,9 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Copies the op's vars into the block: writes first (deduplicated), then
 /// reads that are not written (deduplicated) — rule 2.
 fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super::op::VarList<'_>) {
-    let key = |v: &Arc<VarInner>| Arc::as_ptr(v) as usize;
+    let key = |v: &VarSlot| v.var.addr();
     let vars = &mut block.vars;
-    writes.for_each(|v| vars.push(v.inner.clone()));
+    writes.for_each(|v| vars.push(VarSlot::new(&v.inner)));
     let large = reads.len() + writes.len() > 16;
     if large {
         vars.sort_unstable_by_key(key);
@@ -684,7 +695,7 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
         dedup_small(vars, 0, key);
     }
     let nwrites = vars.len();
-    reads.for_each(|v| vars.push(v.inner.clone()));
+    reads.for_each(|v| vars.push(VarSlot::new(&v.inner)));
     if large {
         vars[nwrites..].sort_unstable_by_key(key);
         dedup_from(vars, nwrites, |a, b| key(a) == key(b));
@@ -707,7 +718,7 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
 
 /// Removes later duplicates from `v[start..]` of anything already in `v[..i]`
 /// (so reads that are also written go too).
-fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&Arc<VarInner>) -> usize) {
+fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&VarSlot) -> usize) {
     let mut i = start.max(1);
     while i < v.len() {
         if v[..i].iter().any(|x| key(x) == key(&v[i])) {
@@ -719,7 +730,7 @@ fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&Arc<VarInner>) -> usi
 }
 
 /// Removes consecutive duplicates from the sorted tail `v[start..]`.
-fn dedup_from(v: &mut VarVec, start: usize, same: impl Fn(&Arc<VarInner>, &Arc<VarInner>) -> bool) {
+fn dedup_from(v: &mut VarVec, start: usize, same: impl Fn(&VarSlot, &VarSlot) -> bool) {
     let mut i = start + 1;
     while i < v.len() {
         if same(&v[i - 1], &v[i]) {

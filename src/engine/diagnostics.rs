@@ -33,6 +33,9 @@ pub struct VarReport {
     /// Reads holding the var (ready or running).
     pub running_reads: usize,
     /// The write holding the var (ready or running), by name and sequence.
+    /// Writes queued back to back are granted as a *run*; while one runs,
+    /// this names the run's last write (the ones before it in the run go
+    /// first, in push order, and are not listed under `queued`).
     pub running_write: Option<(u64, String)>,
     /// Ops queued behind them, in push order.
     pub queued: Vec<PendingOp>,

@@ -11,7 +11,7 @@ use crate::sync::{Arc, AtomicU8, AtomicUsize, Ordering};
 use super::completion::Completion;
 use super::core::Signal;
 use super::error::OpError;
-use super::var::{Var, VarInner};
+use super::var::{Var, VarSlot};
 
 /// What an op body returns.
 pub type OpResult = Result<(), OpError>;
@@ -286,7 +286,7 @@ impl OpCtx<'_> {
         self.block
             .reads()
             .iter()
-            .any(|v| Arc::ptr_eq(v, &var.inner))
+            .any(|v| v.var.addr() == Arc::as_ptr(&var.inner) as usize)
     }
 
     /// True when the op declared `var` among the vars it writes.
@@ -294,7 +294,7 @@ impl OpCtx<'_> {
         self.block
             .writes()
             .iter()
-            .any(|v| Arc::ptr_eq(v, &var.inner))
+            .any(|v| v.var.addr() == Arc::as_ptr(&var.inner) as usize)
     }
 }
 
@@ -373,7 +373,7 @@ pub(crate) type AsyncResult = Result<(), (super::error::FailureKind, String)>;
 pub(crate) const INLINE_VARS: usize = 3;
 
 /// An op's var list: inline for the common few vars.
-pub(crate) type VarVec = smallvec::SmallVec<[Arc<VarInner>; INLINE_VARS]>;
+pub(crate) type VarVec = smallvec::SmallVec<[VarSlot; INLINE_VARS]>;
 
 impl OpBlock {
     pub(crate) fn empty() -> Self {
@@ -397,13 +397,13 @@ impl OpBlock {
 
     /// Vars the op writes.
     #[inline]
-    pub(crate) fn writes(&self) -> &[Arc<VarInner>] {
+    pub(crate) fn writes(&self) -> &[VarSlot] {
         &self.vars[..self.nwrites as usize]
     }
 
     /// Vars the op reads and does not write.
     #[inline]
-    pub(crate) fn reads(&self) -> &[Arc<VarInner>] {
+    pub(crate) fn reads(&self) -> &[VarSlot] {
         &self.vars[self.nwrites as usize..]
     }
 

@@ -38,14 +38,22 @@
 //! outside the lock (`Var::version`, the skip check before running an op) need
 //! no lock; they are written under the lock with `Release` and read `Acquire`.
 
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::fmt;
+use std::ptr::NonNull;
 
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, CachePadded, Mutex, MutexGuard, Ordering};
 
 use super::error::Failure;
 use super::op::OpPtr;
 use super::ready::ReadyList;
+
+/// Most writes taken from a var's queue as one run (see
+/// [`VarInner::complete_write`]): enough to amortise the lock, few enough
+/// that a run's last op (the var's recorded writer) stays close to the op
+/// actually running.
+const MAX_RUN: usize = 32;
 
 /// Identity of a var: the engine that made it and its number there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -134,14 +142,141 @@ pub(crate) enum Access {
 }
 
 pub(crate) struct VarInner {
+    /// What pushers and completers write, alone in its cache line(s): one
+    /// line moves between the pushing thread and a worker per op, not three.
+    pub(crate) hot: CachePadded<VarHot>,
+    /// Read-only after creation: stays shared in every core's cache.
     pub(crate) id: VarId,
     pub(crate) name: Option<Box<str>>,
-    /// Set when `delete_var` is pushed; later pushes are refused.
+    /// Set when `delete_var` is pushed; later pushes are refused. Written
+    /// once, so it lives with the read-only fields that every push reads.
     pub(crate) deleted: AtomicBool,
+}
+
+/// The fields of a var that every push and completion touches.
+pub(crate) struct VarHot {
+    pub(crate) state: Mutex<VarState>,
+    pub(crate) version: AtomicU64,
     /// Mirrors `state.failure.is_some()` for the lock-free skip check.
     pub(crate) failed: AtomicBool,
-    pub(crate) version: AtomicU64,
-    pub(crate) state: Mutex<VarState>,
+}
+
+impl std::ops::Deref for VarInner {
+    type Target = VarHot;
+    #[inline]
+    fn deref(&self) -> &VarHot {
+        &self.hot
+    }
+}
+
+/// A var named by an op block: a plain pointer, with no reference count of
+/// its own.
+///
+/// Why: cloning an `Arc` per op and var touched the var's count line from
+/// the pushing thread and again from the completing one — a cache line
+/// handed over twice per op for nothing. Instead a var holds one reference
+/// to itself while it is *busy* (some op holds it or waits in its queue):
+/// taken by the append that finds it idle, dropped by the completion that
+/// leaves it idle (see [`VarInner::append_read`] and
+/// [`VarInner::complete_write`]). Every `VarPtr` lives in the block of an op
+/// that is appended to that var, so the var is busy, hence alive, from the
+/// append until the op releases it in `complete`; before the append the
+/// pusher's `&Var` keeps it alive. `VarPtr` is neither `Clone` nor `Copy`:
+/// it is only ever reached through the block of a pending op.
+pub(crate) struct VarPtr(NonNull<VarInner>);
+
+// SAFETY: a `VarPtr` stands for an `Arc<VarInner>` (which is `Send + Sync`)
+// kept alive by the var's busy reference; it is only dereferenced while that
+// holds (see the type's docs).
+unsafe impl Send for VarPtr {}
+// SAFETY: as above; `&VarPtr` gives only `&VarInner`, which is `Sync`.
+unsafe impl Sync for VarPtr {}
+
+impl VarPtr {
+    pub(crate) fn new(var: &Arc<VarInner>) -> Self {
+        VarPtr(NonNull::from(&**var))
+    }
+
+    /// The address, for deduplication and comparisons.
+    #[inline]
+    pub(crate) fn addr(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
+    /// A counted handle to the var, for keeping it beyond the op.
+    pub(crate) fn to_arc(&self) -> Arc<VarInner> {
+        let p = self.0.as_ptr() as *const VarInner;
+        // SAFETY: the var is alive (see the type's docs) and was allocated by
+        // `Arc::new` in `Core::new_var`; the new count is owned by the result.
+        unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        }
+    }
+
+    /// Drops the var's busy reference. The var may be freed here: the
+    /// caller must not touch it through this pointer afterwards.
+    ///
+    /// # Safety
+    ///
+    /// The caller's completion left the var idle (the completion call
+    /// returned `true`), so it owns the busy reference taken by the append
+    /// that found the var idle.
+    pub(crate) unsafe fn release_busy(&self) {
+        // SAFETY: per the contract above, one strong count is ours to drop.
+        unsafe { Arc::decrement_strong_count(self.0.as_ptr() as *const VarInner) }
+    }
+}
+
+impl std::ops::Deref for VarPtr {
+    type Target = VarInner;
+    #[inline]
+    fn deref(&self) -> &VarInner {
+        // SAFETY: a `VarPtr` is only reachable through the block of a pending
+        // op appended to this var, which keeps the var busy and so alive (see
+        // the type's docs); `complete` stops using it once it releases the
+        // var.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// One var of an op, as its block keeps it.
+pub(crate) struct VarSlot {
+    pub(crate) var: VarPtr,
+    /// Set when this op is part of a *run* on the var (see
+    /// [`VarInner::complete_write`]): the next write of the run, which this
+    /// op's completion grants without taking the var's lock. Written under
+    /// the var's lock before this op is granted the var; read by the thread
+    /// that completes this op, which the grant happens-before.
+    run_next: UnsafeCell<Option<OpPtr>>,
+}
+
+impl VarSlot {
+    pub(crate) fn new(var: &Arc<VarInner>) -> Self {
+        VarSlot {
+            var: VarPtr::new(var),
+            run_next: UnsafeCell::new(None),
+        }
+    }
+
+    /// The next op of this op's run on the var, if any.
+    ///
+    /// # Safety
+    ///
+    /// Only the thread that completes the op may call it (it owns the op).
+    pub(crate) unsafe fn run_next(&self) -> Option<OpPtr> {
+        // SAFETY: written before the op was granted this var, which
+        // happens-before its completion (see the field's docs).
+        unsafe { *self.run_next.get() }
+    }
+}
+
+impl std::ops::Deref for VarSlot {
+    type Target = VarInner;
+    #[inline]
+    fn deref(&self) -> &VarInner {
+        &self.var
+    }
 }
 
 pub(crate) struct VarState {
@@ -152,6 +287,14 @@ pub(crate) struct VarState {
     /// Set under the lock by the deletion op's append: anything appended later
     /// is poisoned instead of touching a deleted var.
     pub(crate) deleted: bool,
+}
+
+impl VarState {
+    /// No op holds the var or waits for it.
+    #[inline]
+    fn is_idle(&self) -> bool {
+        self.writer.is_none() && self.readers == 0 && self.queue.is_empty()
+    }
 }
 
 /// Result of appending an op to a var.
@@ -165,18 +308,20 @@ pub(crate) struct Appended {
 impl VarInner {
     pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Self {
         VarInner {
+            hot: CachePadded::new(VarHot {
+                failed: AtomicBool::new(false),
+                version: AtomicU64::new(0),
+                state: Mutex::new(VarState {
+                    readers: 0,
+                    writer: None,
+                    queue: VecDeque::new(),
+                    failure: None,
+                    deleted: false,
+                }),
+            }),
             id,
             name,
             deleted: AtomicBool::new(false),
-            failed: AtomicBool::new(false),
-            version: AtomicU64::new(0),
-            state: Mutex::new(VarState {
-                readers: 0,
-                writer: None,
-                queue: VecDeque::new(),
-                failure: None,
-                deleted: false,
-            }),
         }
     }
 
@@ -188,11 +333,12 @@ impl VarInner {
     }
 
     pub(crate) fn append_read(&self, op: OpPtr) -> Appended {
-        Self::append_read_locked(&mut self.state.lock(), op)
+        self.append_read_locked(&mut self.state.lock(), op)
     }
 
-    fn append_read_locked(s: &mut VarState, op: OpPtr) -> Appended {
+    fn append_read_locked(&self, s: &mut VarState, op: OpPtr) -> Appended {
         let after_delete = s.deleted;
+        self.take_busy_if_idle(s);
         let granted = s.writer.is_none() && s.queue.is_empty();
         if granted {
             s.readers += 1;
@@ -207,12 +353,13 @@ impl VarInner {
 
     /// Appends a write; `deletes` marks the var deleted for every later append.
     pub(crate) fn append_write(&self, op: OpPtr, deletes: bool) -> Appended {
-        Self::append_write_locked(&mut self.state.lock(), op, deletes)
+        self.append_write_locked(&mut self.state.lock(), op, deletes)
     }
 
-    fn append_write_locked(s: &mut VarState, op: OpPtr, deletes: bool) -> Appended {
+    fn append_write_locked(&self, s: &mut VarState, op: OpPtr, deletes: bool) -> Appended {
         let after_delete = s.deleted;
         s.deleted |= deletes;
+        self.take_busy_if_idle(s);
         let granted = s.writer.is_none() && s.readers == 0 && s.queue.is_empty();
         if granted {
             s.writer = Some(op);
@@ -225,7 +372,22 @@ impl VarInner {
         }
     }
 
-    pub(crate) fn complete_read(&self, ready: &mut ReadyList) {
+    /// The append that finds the var idle takes its busy reference (see
+    /// [`VarPtr`]); the completion that leaves it idle drops it.
+    #[inline]
+    fn take_busy_if_idle(&self, s: &VarState) {
+        if s.is_idle() {
+            // SAFETY: every `VarInner` is created inside an `Arc`
+            // (`Core::new_var`), and the caller holds a reference to it.
+            unsafe { Arc::increment_strong_count(self as *const VarInner) };
+        }
+    }
+
+    /// Completes a granted read. Returns `true` when the var is idle now:
+    /// the caller then owns its busy reference and must drop it (after this
+    /// call, which releases the lock) with [`VarPtr::release_busy`].
+    #[must_use]
+    pub(crate) fn complete_read(&self, ready: &mut ReadyList) -> bool {
         let mut s = self.state.lock();
         debug_assert!(
             s.readers > 0,
@@ -240,16 +402,45 @@ impl VarInner {
                 grant(op, ready);
             }
         }
+        s.is_idle()
     }
 
     /// Completes the granted write. `failure` (if any) is recorded on the var
-    /// before the next op is granted, so that op sees it (rule 5).
+    /// before the next op is granted, so that op sees it (rule 5). Returns
+    /// `true` when the var is idle now, as [`VarInner::complete_read`].
+    ///
+    /// # Runs
+    ///
+    /// When the next queued op is a write, the writes queued right behind it
+    /// are taken out of the queue with it as a *run*: each is linked to the
+    /// next through `run_next` in its block, and the var's `writer` names the
+    /// last. A write of a run that is not the last grants the next one
+    /// itself (`run_next`), without taking the var's lock. Why: in a chain
+    /// of writes the pushing thread appends to the var for every op; if the
+    /// completing worker also locked it for every op, the var's line would
+    /// move between their cores twice per op. Order is unchanged: the run is
+    /// the queue's head, taken in push order, and anything appended later
+    /// queues behind its last op.
+    #[must_use]
     pub(crate) fn complete_write(
         &self,
+        run_next: Option<OpPtr>,
         failure: Option<&Arc<Failure>>,
         bump_version: bool,
         ready: &mut ReadyList,
-    ) {
+    ) -> bool {
+        if let Some(next) = run_next {
+            if bump_version {
+                // The run holds the var: no other write can bump it now.
+                let v = self.version.load(Ordering::Relaxed);
+                self.version.store(v + 1, Ordering::Release);
+            }
+            if let Some(f) = failure {
+                self.record_failure(&mut self.state.lock(), f);
+            }
+            grant(next, ready);
+            return false;
+        }
         let mut s = self.state.lock();
         debug_assert!(
             s.writer.is_some(),
@@ -258,18 +449,31 @@ impl VarInner {
         );
         s.writer = None;
         if bump_version {
-            self.version.fetch_add(1, Ordering::Release);
+            // Writers bump it only while they hold the var: no
+            // read-modify-write (a locked instruction) is needed.
+            let v = self.version.load(Ordering::Relaxed);
+            self.version.store(v + 1, Ordering::Release);
         }
         if let Some(f) = failure {
-            if s.failure.is_none() {
-                s.failure = Some(f.clone());
-                self.failed.store(true, Ordering::Release);
-            }
+            self.record_failure(&mut s, f);
         }
         match s.queue.front() {
             Some(&(op, Access::Write)) => {
                 s.queue.pop_front();
-                s.writer = Some(op);
+                let mut last = op;
+                let mut len = 1;
+                while len < MAX_RUN {
+                    match s.queue.front() {
+                        Some(&(next, Access::Write)) => {
+                            s.queue.pop_front();
+                            self.link_run(last, next);
+                            last = next;
+                            len += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                s.writer = Some(last);
                 grant(op, ready);
             }
             Some(&(_, Access::Read)) => {
@@ -281,6 +485,30 @@ impl VarInner {
             }
             None => {}
         }
+        s.is_idle()
+    }
+
+    fn record_failure(&self, s: &mut VarState, f: &Arc<Failure>) {
+        if s.failure.is_none() {
+            s.failure = Some(f.clone());
+            self.failed.store(true, Ordering::Release);
+        }
+    }
+
+    /// Makes `next` the op after `op` in a run on this var.
+    fn link_run(&self, op: OpPtr, next: OpPtr) {
+        // SAFETY: `op` is queued on this var (not granted it yet), so it is
+        // live and nobody reads its slot for this var until the grant, which
+        // comes after this write (see `VarSlot::run_next`).
+        let b = unsafe { op.get() };
+        let me = self as *const VarInner as usize;
+        let slot = b
+            .writes()
+            .iter()
+            .find(|v| v.var.addr() == me)
+            .expect("a queued write names the var in its writes");
+        // SAFETY: as above: no other thread touches this cell now.
+        unsafe { *slot.run_next.get() = Some(next) };
     }
 
     /// The var's failure, if any.
@@ -332,8 +560,8 @@ impl VarInner {
 /// deleted before.
 pub(crate) fn append_all(
     op: OpPtr,
-    reads: &[Arc<VarInner>],
-    writes: &[Arc<VarInner>],
+    reads: &[VarSlot],
+    writes: &[VarSlot],
     deletes: bool,
 ) -> (usize, bool) {
     let n = reads.len() + writes.len();
@@ -347,7 +575,7 @@ pub(crate) fn append_all(
     const INLINE: usize = 16;
     // Var ids are unique within an engine and all vars of an op belong to
     // one engine (checked at push), so they give a total lock order.
-    let key = |v: &Arc<VarInner>| v.id.id as usize;
+    let key = |v: &VarSlot| v.id.id as usize;
     let mut inline_order = [(0usize, false, 0usize); INLINE];
     let mut spill_order = Vec::new();
     let order: &mut [(usize, bool, usize)] = if n <= INLINE {
@@ -368,12 +596,12 @@ pub(crate) fn append_all(
     let mut granted = 0;
     let mut after_delete = false;
     for (slot, &(_, is_write, i)) in order.iter().enumerate() {
-        let var = if is_write { &writes[i] } else { &reads[i] };
+        let var: &VarInner = if is_write { &writes[i] } else { &reads[i] };
         let mut g = var.state.lock();
         let a = if is_write {
-            VarInner::append_write_locked(&mut g, op, deletes)
+            var.append_write_locked(&mut g, op, deletes)
         } else {
-            VarInner::append_read_locked(&mut g, op)
+            var.append_read_locked(&mut g, op)
         };
         granted += a.granted as usize;
         after_delete |= a.after_delete;
