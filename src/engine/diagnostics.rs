@@ -60,7 +60,8 @@ impl PendingReport {
         };
         for v in vars {
             let s = v.state.lock();
-            if s.readers == 0 && s.writer.is_none() && s.queue.is_empty() && s.failure.is_none() {
+            let failure = v.done.failure.lock().as_ref().map(|f| f.to_string());
+            if s.readers == 0 && s.writer.is_none() && s.queue.is_empty() && failure.is_none() {
                 continue;
             }
             // SAFETY (for every `get` below): ops named by a var's state are
@@ -89,11 +90,11 @@ impl PendingReport {
             report.vars.push(VarReport {
                 var: v.id,
                 name: v.name.as_deref().map(str::to_string),
-                version: v.version.load(crate::sync::Ordering::Acquire),
-                running_reads: s.readers,
+                version: v.done.version.load(crate::sync::Ordering::Acquire),
+                running_reads: s.readers as usize,
                 running_write,
                 queued,
-                failure: s.failure.as_ref().map(|f| f.to_string()),
+                failure,
             });
         }
         report.vars.sort_by_key(|r| r.var);

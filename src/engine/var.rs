@@ -43,7 +43,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::ptr::NonNull;
 
-use crate::sync::{Arc, AtomicBool, AtomicU64, CachePadded, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 
 use super::error::Failure;
 use super::op::OpPtr;
@@ -106,7 +106,7 @@ impl Var {
 
     /// Number of completed writes to this var (internal waits do not count).
     pub fn version(&self) -> u64 {
-        self.inner.version.load(Ordering::Acquire)
+        self.inner.done.version.load(Ordering::Acquire)
     }
 
     /// True once `delete_var` has been pushed for this var.
@@ -141,10 +141,15 @@ pub(crate) enum Access {
     Write,
 }
 
+// `repr(C)` keeps the three groups in this order, each on its own line(s).
+#[repr(C)]
 pub(crate) struct VarInner {
-    /// What pushers and completers write, alone in its cache line(s): one
-    /// line moves between the pushing thread and a worker per op, not three.
-    pub(crate) hot: CachePadded<VarHot>,
+    /// The pushers' side: the state every append locks and changes. A
+    /// completion takes this lock only to grant queued ops (once per run of
+    /// writes) or to release a read.
+    pub(crate) state: Line<Mutex<VarState>>,
+    /// The completions' side: what a completion changes without the lock.
+    pub(crate) done: Line<VarDone>,
     /// Read-only after creation: stays shared in every core's cache.
     pub(crate) id: VarId,
     pub(crate) name: Option<Box<str>>,
@@ -153,20 +158,28 @@ pub(crate) struct VarInner {
     pub(crate) deleted: AtomicBool,
 }
 
-/// The fields of a var that every push and completion touches.
-pub(crate) struct VarHot {
-    pub(crate) state: Mutex<VarState>,
-    pub(crate) version: AtomicU64,
-    /// Mirrors `state.failure.is_some()` for the lock-free skip check.
-    pub(crate) failed: AtomicBool,
+/// A cache line of its own: a value written by one group of threads does
+/// not share its line with values other threads write.
+#[repr(align(64))]
+pub(crate) struct Line<T>(T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
-impl std::ops::Deref for VarInner {
-    type Target = VarHot;
-    #[inline]
-    fn deref(&self) -> &VarHot {
-        &self.hot
-    }
+/// The fields of a var that completions write.
+pub(crate) struct VarDone {
+    /// Completed writes; bumped only by the write that holds the var.
+    pub(crate) version: AtomicU64,
+    /// Mirrors `failure.is_some()` for the lock-free skip check.
+    pub(crate) failed: AtomicBool,
+    /// The failure the var carries (rule 5). Taken after `state` when both
+    /// are held.
+    pub(crate) failure: Mutex<Option<Arc<Failure>>>,
 }
 
 /// A var named by an op block: a plain pointer, with no reference count of
@@ -280,13 +293,12 @@ impl std::ops::Deref for VarSlot {
 }
 
 pub(crate) struct VarState {
-    pub(crate) readers: usize,
-    pub(crate) writer: Option<OpPtr>,
-    pub(crate) queue: VecDeque<(OpPtr, Access)>,
-    pub(crate) failure: Option<Arc<Failure>>,
+    pub(crate) readers: u32,
     /// Set under the lock by the deletion op's append: anything appended later
     /// is poisoned instead of touching a deleted var.
     pub(crate) deleted: bool,
+    pub(crate) writer: Option<OpPtr>,
+    pub(crate) queue: VecDeque<(OpPtr, Access)>,
 }
 
 impl VarState {
@@ -308,16 +320,16 @@ pub(crate) struct Appended {
 impl VarInner {
     pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Self {
         VarInner {
-            hot: CachePadded::new(VarHot {
-                failed: AtomicBool::new(false),
+            state: Line(Mutex::new(VarState {
+                readers: 0,
+                deleted: false,
+                writer: None,
+                queue: VecDeque::new(),
+            })),
+            done: Line(VarDone {
                 version: AtomicU64::new(0),
-                state: Mutex::new(VarState {
-                    readers: 0,
-                    writer: None,
-                    queue: VecDeque::new(),
-                    failure: None,
-                    deleted: false,
-                }),
+                failed: AtomicBool::new(false),
+                failure: Mutex::new(None),
             }),
             id,
             name,
@@ -432,11 +444,11 @@ impl VarInner {
         if let Some(next) = run_next {
             if bump_version {
                 // The run holds the var: no other write can bump it now.
-                let v = self.version.load(Ordering::Relaxed);
-                self.version.store(v + 1, Ordering::Release);
+                let v = self.done.version.load(Ordering::Relaxed);
+                self.done.version.store(v + 1, Ordering::Release);
             }
             if let Some(f) = failure {
-                self.record_failure(&mut self.state.lock(), f);
+                self.record_failure(f);
             }
             grant(next, ready);
             return false;
@@ -451,11 +463,11 @@ impl VarInner {
         if bump_version {
             // Writers bump it only while they hold the var: no
             // read-modify-write (a locked instruction) is needed.
-            let v = self.version.load(Ordering::Relaxed);
-            self.version.store(v + 1, Ordering::Release);
+            let v = self.done.version.load(Ordering::Relaxed);
+            self.done.version.store(v + 1, Ordering::Release);
         }
         if let Some(f) = failure {
-            self.record_failure(&mut s, f);
+            self.record_failure(f);
         }
         match s.queue.front() {
             Some(&(op, Access::Write)) => {
@@ -488,10 +500,13 @@ impl VarInner {
         s.is_idle()
     }
 
-    fn record_failure(&self, s: &mut VarState, f: &Arc<Failure>) {
-        if s.failure.is_none() {
-            s.failure = Some(f.clone());
-            self.failed.store(true, Ordering::Release);
+    /// Records `f` unless the var already carries a failure. Called before
+    /// the op after the failed one is granted, so that op sees it.
+    fn record_failure(&self, f: &Arc<Failure>) {
+        let mut g = self.done.failure.lock();
+        if g.is_none() {
+            *g = Some(f.clone());
+            self.done.failed.store(true, Ordering::Release);
         }
     }
 
@@ -513,28 +528,28 @@ impl VarInner {
 
     /// The var's failure, if any.
     pub(crate) fn failure(&self) -> Option<Arc<Failure>> {
-        if !self.failed.load(Ordering::Acquire) {
+        if !self.done.failed.load(Ordering::Acquire) {
             return None;
         }
-        self.state.lock().failure.clone()
+        self.done.failure.lock().clone()
     }
 
     /// Takes the var's failure (it has been reported): the var is clean again.
     pub(crate) fn take_failure(&self) -> Option<Arc<Failure>> {
-        if !self.failed.load(Ordering::Acquire) {
+        if !self.done.failed.load(Ordering::Acquire) {
             return None;
         }
-        let mut s = self.state.lock();
-        self.failed.store(false, Ordering::Release);
-        s.failure.take()
+        let mut g = self.done.failure.lock();
+        self.done.failed.store(false, Ordering::Release);
+        g.take()
     }
 
     /// Clears the failure if it is `failure` (reported by `wait_for_all`).
     pub(crate) fn clear_failure_if(&self, failure: &Arc<Failure>) {
-        let mut s = self.state.lock();
-        if s.failure.as_ref().is_some_and(|f| Arc::ptr_eq(f, failure)) {
-            s.failure = None;
-            self.failed.store(false, Ordering::Release);
+        let mut g = self.done.failure.lock();
+        if g.as_ref().is_some_and(|f| Arc::ptr_eq(f, failure)) {
+            *g = None;
+            self.done.failed.store(false, Ordering::Release);
         }
     }
 
@@ -624,5 +639,29 @@ pub(crate) fn grant(op: OpPtr, ready: &mut ReadyList) {
     let block = unsafe { op.get() };
     if block.wait.fetch_sub(1, Ordering::AcqRel) == 1 {
         ready.push(op);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn pushers_and_completions_write_different_cache_lines() {
+        let v = VarInner::new(VarId { engine: 1, id: 0 }, None);
+        let base = &v as *const VarInner as usize;
+        let line = |p: usize| (p - base) / 64;
+        let state = &v.state as *const Line<Mutex<VarState>> as usize;
+        let state_end = state + std::mem::size_of::<Mutex<VarState>>() - 1;
+        let done = &v.done as *const Line<VarDone> as usize;
+        let done_end = done + std::mem::size_of::<VarDone>() - 1;
+        let cold = &v.id as *const VarId as usize;
+        assert_eq!(base % 64, 0);
+        // The lock and the queue fit one line; the completions' fields another;
+        // the read-only fields a third.
+        assert_eq!(line(state), line(state_end));
+        assert_eq!(line(done), line(done_end));
+        assert!(line(state_end) < line(done));
+        assert!(line(done_end) < line(cold));
     }
 }
