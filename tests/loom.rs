@@ -395,3 +395,73 @@ fn a_failure_inside_a_run_reaches_the_rest_of_the_run() {
         assert_eq!(v.version(), 4);
     });
 }
+
+#[test]
+fn a_write_waits_for_fast_reads_and_a_racing_read_takes_one_side() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        // Reads in flight, counted in through the fast-read counter.
+        let active = Arc::new(AtomicUsize::new(0));
+        let slot = Arc::new(Mutex::new(None::<Completion>));
+        let (s, a) = (slot.clone(), active.clone());
+        engine
+            .push_async(OpDesc::new("r1").reads(&v), move |_, done| {
+                a.fetch_add(1, Ordering::SeqCst);
+                *s.lock().unwrap() = Some(done);
+            })
+            .unwrap();
+        // r1 completes on a foreign thread while the write is appended.
+        let a = active.clone();
+        let t = thread::spawn(move || {
+            let done = slot.lock().unwrap().take().unwrap();
+            a.fetch_sub(1, Ordering::SeqCst);
+            done.done();
+        });
+        // A second read races the write's append from another pusher.
+        let writing = Arc::new(AtomicUsize::new(0));
+        let (e2, v2, w2, a2) = (engine.clone(), v.clone(), writing.clone(), active.clone());
+        let u = thread::spawn(move || {
+            e2.push(OpDesc::new("r2").reads(&v2), move |_| {
+                a2.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(w2.load(Ordering::SeqCst), 0, "r2 overlapped the write");
+                a2.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        });
+        let (w, a) = (writing.clone(), active.clone());
+        engine
+            .push(OpDesc::new("w").writes(&v), move |_| {
+                w.store(1, Ordering::SeqCst);
+                assert_eq!(a.load(Ordering::SeqCst), 0, "the write overlapped a read");
+                w.store(0, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        u.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(v.version(), 1);
+    });
+}
+
+#[test]
+fn dropping_the_last_handle_with_a_fast_read_running_keeps_the_var_until_it_ends() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let slot = Arc::new(Mutex::new(None::<Completion>));
+        let s = slot.clone();
+        engine
+            .push_async(OpDesc::new("r").reads(&v), move |_, done| {
+                *s.lock().unwrap() = Some(done);
+            })
+            .unwrap();
+        let t = thread::spawn(move || slot.lock().unwrap().take().unwrap().done());
+        drop(v);
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert!(engine.pending_ops().vars.is_empty());
+    });
+}

@@ -30,6 +30,7 @@ mod imp {
     use std::cell::RefCell;
 
     use super::{OpBlock, BATCH, MAX_BATCHES};
+
     use crate::sync::Mutex;
 
     #[derive(Default)]
@@ -41,6 +42,10 @@ mod imp {
     std::thread_local! {
         static CACHE: RefCell<LocalCache> = RefCell::new(LocalCache::default());
     }
+
+    /// How many pushes ahead a recycled block is prefetched: enough for
+    /// its lines to arrive from another core before the push that fills it.
+    const PREFETCH_AHEAD: usize = 4;
 
     /// Asks the CPU to fetch `block`'s two hot lines for writing.
     #[inline]
@@ -81,8 +86,9 @@ mod imp {
                         // The next block was last written by the thread that
                         // completed its op, on another core: start moving its
                         // lines here now, while this push fills the current one.
-                        if let Some(next) = c.take.last() {
-                            prefetch_for_write(next);
+                        let n = c.take.len();
+                        if n >= PREFETCH_AHEAD {
+                            prefetch_for_write(&c.take[n - PREFETCH_AHEAD]);
                         }
                         return Some(b);
                     }

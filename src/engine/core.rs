@@ -429,18 +429,25 @@ impl Core {
         };
         let mut ready = ReadyList::new();
         for v in b.reads() {
-            if v.complete_read(&mut ready) {
-                // SAFETY: the var went idle in our completion: its busy
-                // reference is ours; `v` is not used again.
-                unsafe { v.var.release_busy() };
+            // SAFETY: this thread completes the op, so it owns it.
+            let fast = unsafe { v.is_fast_read() };
+            let release = if fast {
+                v.complete_fast_read(&mut ready)
+            } else {
+                v.complete_read(&mut ready)
+            };
+            if release {
+                // SAFETY: the completion handed us the var's self-reference;
+                // `v` is not used again.
+                unsafe { v.var.release_self_ref() };
             }
         }
         for v in b.writes() {
-            // SAFETY: this thread completes the op, so it owns it.
+            // SAFETY: as above.
             let run_next = unsafe { v.run_next() };
             if v.complete_write(run_next, failure.as_ref(), b.bump_version, &mut ready) {
                 // SAFETY: as above.
-                unsafe { v.var.release_busy() };
+                unsafe { v.var.release_self_ref() };
             }
         }
         if let Some(signal) = &b.signal {

@@ -1,0 +1,154 @@
+//! Reads whose completion takes no lock: the fast-read counter.
+//!
+//! # Why
+//!
+//! Many ops reading one var (weights read by every layer, a config read by
+//! every task) used to take the var's lock twice per op: the pusher to count
+//! the read in, the completing worker to count it out. The var's line then
+//! moved between the pushing core and a worker's core on every op. Here the
+//! two counts live on different lines: pushers count reads in on `fast`
+//! (the pushers' line), completions count them out on `fast_done` (the
+//! completions' line), and neither side writes the other's line while reads
+//! keep coming.
+//!
+//! # Protocol
+//!
+//! A read is granted through the counter during an *epoch*: `fast` has its
+//! `OPEN` bit set and counts the reads granted in it. An epoch is open only
+//! while no write holds the var or waits in its queue.
+//!
+//! * **open**: an append (under the var's lock) that grants a read at once
+//!   sets `fast = OPEN | 1`, or adds one if already open.
+//! * **fast append**: a single-var read adds one to `fast` by CAS while
+//!   `OPEN` is set — no lock at all.
+//! * **fast completion**: `fast_done -= 1` (wrapping).
+//! * **close**: a write append (or the var's last handle going away), under
+//!   the lock, swaps `fast` to 0 — from then on CAS appends fail and take the
+//!   lock — and adds `MARK + g` to `fast_done`, `g` being the epoch's grants.
+//!   `fast_done` then holds `MARK + (reads still running)`.
+//!
+//! All updates of `fast_done` are read-modify-writes of one word, so they
+//! happen in one order: exactly one of them leaves it at `MARK` — the close,
+//! if every read of the epoch had completed (then the write may be granted
+//! at once), or else the completion of the epoch's last read, which then
+//! takes the lock and ends the drain (`drain_end` in `protocol.rs`). No read
+//! is counted after the close (the swap made every later CAS fail), and
+//! before the close `fast_done` is minus the completions so far, never
+//! `MARK`. While draining, the closing write waits at the head of the queue,
+//! so no new epoch opens before the drain ends and resets `fast_done` to 0.
+//!
+//! # Memory ordering
+//!
+//! The opener's store is `Release` and every append's CAS `Acquire`: the RMW
+//! chain on `fast` carries the effects of the write completed before the
+//! epoch opened to every read of it. Completions' decrements are `AcqRel`,
+//! and the close's add (or the last completion's decrement) acquires all of
+//! them: every read of the epoch happens-before the write granted after it.
+
+use crate::sync::Ordering;
+
+use super::{VarInner, VarState};
+
+/// `fast`: an epoch is open.
+pub(super) const OPEN: u64 = 1 << 63;
+/// `fast`: reads granted in the open epoch.
+const COUNT: u64 = OPEN - 1;
+/// `fast_done` after a close: `MARK` + the closed epoch's running reads.
+const MARK: u64 = 1 << 62;
+
+impl VarInner {
+    /// A single-var read's append without the lock: granted iff an epoch is
+    /// open.
+    #[inline]
+    pub(super) fn try_fast_read(&self) -> bool {
+        let mut f = self.hot.fast.load(Ordering::Relaxed);
+        while f & OPEN != 0 {
+            match self.hot.fast.compare_exchange_weak(
+                f,
+                f + 1,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => f = now,
+            }
+        }
+        false
+    }
+
+    /// True while an epoch is open (stable under the lock, which every
+    /// open and close holds).
+    #[inline]
+    pub(super) fn fast_open(&self) -> bool {
+        self.hot.fast.load(Ordering::Relaxed) & OPEN != 0
+    }
+
+    /// Under the lock, with no write holding or queued: grants a read
+    /// through the counter, opening an epoch if none is open.
+    #[inline]
+    pub(super) fn grant_fast_read_locked(&self, s: &VarState) {
+        debug_assert!(!s.draining && s.writer.is_none() && s.queue.is_empty());
+        if self.fast_open() {
+            // Lock-free appends may add concurrently; only lock holders
+            // close, so the epoch stays open.
+            self.hot.fast.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.hot.fast.store(OPEN | 1, Ordering::Release);
+        }
+    }
+
+    /// Under the lock: closes the open epoch, if any. Sets `draining` when
+    /// some of its reads still run.
+    pub(super) fn close_fast_locked(&self, s: &mut VarState) {
+        if !self.fast_open() {
+            return;
+        }
+        let granted = self.hot.fast.swap(0, Ordering::AcqRel) & COUNT;
+        let add = MARK.wrapping_add(granted);
+        let now = self
+            .done
+            .fast_done
+            .fetch_add(add, Ordering::AcqRel)
+            .wrapping_add(add);
+        if now == MARK {
+            self.done.fast_done.store(0, Ordering::Relaxed);
+        } else {
+            s.draining = true;
+        }
+    }
+
+    /// Counts a fast read out. True when it was the last read of a closed
+    /// epoch: the caller must then end the drain under the lock.
+    #[inline]
+    pub(super) fn count_out_fast_read(&self) -> bool {
+        let prev = self.done.fast_done.fetch_sub(1, Ordering::AcqRel);
+        prev.wrapping_sub(1) == MARK
+    }
+
+    /// Under the lock, at the end of a drain: the counter is free again.
+    pub(super) fn reset_fast_done_locked(&self, s: &mut VarState) {
+        debug_assert!(s.draining);
+        self.done.fast_done.store(0, Ordering::Relaxed);
+        s.draining = false;
+    }
+
+    /// Reads granted through the counter that have not completed. Two
+    /// separate loads, so a snapshot only: for diagnostics.
+    pub(crate) fn fast_reads_running(&self, s: &VarState) -> u64 {
+        let f = self.hot.fast.load(Ordering::Acquire);
+        let d = self.done.fast_done.load(Ordering::Acquire);
+        let n = if f & OPEN != 0 {
+            (f & COUNT).wrapping_add(d)
+        } else if s.draining {
+            d.wrapping_sub(MARK)
+        } else {
+            0
+        };
+        // A torn snapshot can come out "negative"; report nothing then.
+        if n > COUNT >> 1 {
+            0
+        } else {
+            n
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! Vars and the per-var dependency protocol.
+//!
+//! # The protocol
+//!
+//! Each var keeps, under its own short mutex, the ops that hold it and the ops
+//! queued behind them, in push order:
+//!
+//! | state            | meaning                                            |
+//! |------------------|----------------------------------------------------|
+//! | `readers = n`    | `n` granted reads (ready or running), no writer    |
+//! | `writer = Some`  | one granted write (ready or running), no readers   |
+//! | `queue`          | ops not granted yet, in push order                 |
+//!
+//! * **append read**: granted at once iff there is no writer and the queue is
+//!   empty; otherwise queued.
+//! * **append write**: granted at once iff there is no writer, no reader and the
+//!   queue is empty; otherwise queued.
+//! * **complete read**: `readers -= 1`; when it reaches 0 and the queue head is
+//!   a write, that write is granted.
+//! * **complete write**: the writer leaves; if the queue head is a write it is
+//!   granted alone, otherwise every read up to the next write is granted.
+//!
+//! This is rule 1 of the engine contract: per var, effects happen in push
+//! order; reads between two writes share the var, writes hold it alone.
+//!
+//! Two refinements keep the pushing thread and the workers off each other's
+//! cache lines without changing these rules: reads granted at once are
+//! counted in and out on two counters instead of `readers`
+//! (`fast_read.rs`), and writes queued back to back are granted as a run
+//! that passes the var from one to the next without its lock
+//! (`protocol.rs`).
+//!
+//! *Granting* an op decrements its `wait` counter; whoever brings it to zero
+//! owns the op and dispatches it. The counter starts at (number of vars + 1):
+//! the extra one is the pusher's guard, dropped after the op has been appended
+//! to every var, so that an op never starts while it is still being appended.
+//!
+//! # Memory ordering
+//!
+//! Everything above happens under the var's mutex, so a write's effects
+//! (made before its completion locked the var) happen-before the grant of the
+//! next op. The `wait` decrement is `AcqRel`: the thread that reaches zero
+//! acquires every grant, and hands the op to a worker through a queue
+//! (release/acquire). `version` and `failed` are atomics only so that readers
+//! outside the lock (`Var::version`, the skip check before running an op) need
+//! no lock; they are written by the write holding the var with `Release` and
+//! read `Acquire`. The run and fast-read refinements give their own
+//! arguments in their docs.
+
+mod fast_read;
+mod protocol;
+mod slot;
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+
+use super::error::Failure;
+use super::op::OpPtr;
+use super::ready::ReadyList;
+
+pub(crate) use slot::VarSlot;
+
+/// Identity of a var: the engine that made it and its number there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VarId {
+    /// The engine that created the var.
+    pub engine: u64,
+    /// The var's number within that engine.
+    pub id: u64,
+}
+
+impl fmt::Display for VarId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "var#{}", self.id)
+    }
+}
+
+/// A handle that stands for a piece of mutable state (a buffer, a tensor, a
+/// file). Ops declare the vars they read and write; the engine orders them.
+///
+/// Cheap to clone; clones name the same var. A var belongs to the engine that
+/// created it: using it with another engine is an error, never a silent bug.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, OpDesc};
+/// let engine = Engine::builder().build().unwrap();
+/// let v = engine.new_var();
+/// for _ in 0..3 {
+///     engine.push(OpDesc::new("w").writes(&v), |_| Ok(())).unwrap();
+/// }
+/// engine.wait_for_var(&v).unwrap();
+/// assert_eq!(v.version(), 3);
+/// ```
+pub struct Var {
+    pub(crate) inner: Arc<VarInner>,
+}
+
+impl Clone for Var {
+    fn clone(&self) -> Self {
+        self.inner.done.handles.fetch_add(1, Ordering::Relaxed);
+        Var {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl Drop for Var {
+    fn drop(&mut self) {
+        // The engine holds vars through `Arc`s too (the var's reference to
+        // itself, failure logs), so the `Arc` count cannot tell when the
+        // user is done with a var: the handle count can.
+        if self.inner.done.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.inner.orphan();
+        }
+    }
+}
+
+impl Var {
+    /// The var's identity.
+    pub fn id(&self) -> VarId {
+        self.inner.id
+    }
+
+    /// The name given at creation, if any.
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
+    }
+
+    /// Number of completed writes to this var (internal waits do not count).
+    pub fn version(&self) -> u64 {
+        self.inner.done.version.load(Ordering::Acquire)
+    }
+
+    /// True once `delete_var` has been pushed for this var.
+    pub fn is_deleted(&self) -> bool {
+        self.inner.deleted.load(Ordering::Acquire)
+    }
+}
+
+impl fmt::Debug for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.inner.describe())
+    }
+}
+
+impl PartialEq for Var {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+impl Eq for Var {}
+
+impl std::hash::Hash for Var {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.inner.id.hash(state)
+    }
+}
+
+/// How an op holds a var.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+// `repr(C)` keeps the three groups in this order, each on its own line(s).
+#[repr(C)]
+pub(crate) struct VarInner {
+    /// The pushers' side: what every append changes. A completion takes
+    /// the lock only to grant queued ops (once per run of writes), to
+    /// release a read granted from the queue, or to end a fast-read drain.
+    pub(crate) hot: Line<VarHot>,
+    /// The completions' side: what a completion changes without the lock.
+    pub(crate) done: Line<VarDone>,
+    /// Read-only after creation: stays shared in every core's cache.
+    pub(crate) id: VarId,
+    pub(crate) name: Option<Box<str>>,
+    /// Set when `delete_var` is pushed; later pushes are refused. Written
+    /// once, so it lives with the read-only fields that every push reads.
+    pub(crate) deleted: AtomicBool,
+}
+
+/// A cache line of its own: a value written by one group of threads does
+/// not share its line with values other threads write.
+#[repr(align(64))]
+pub(crate) struct Line<T>(T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// The fields of a var that appends write.
+pub(crate) struct VarHot {
+    pub(crate) state: Mutex<VarState>,
+    /// The fast-read epoch: `OPEN` bit and reads counted in (`fast_read.rs`).
+    fast: AtomicU64,
+}
+
+/// The fields of a var that completions write.
+pub(crate) struct VarDone {
+    /// Completed writes; bumped only by the write that holds the var.
+    pub(crate) version: AtomicU64,
+    /// Mirrors `failure.is_some()` for the lock-free skip check.
+    pub(crate) failed: AtomicBool,
+    /// The failure the var carries (rule 5). Taken after `state` when both
+    /// are held.
+    pub(crate) failure: Mutex<Option<Arc<Failure>>>,
+    /// Fast reads counted out (`fast_read.rs`).
+    fast_done: AtomicU64,
+    /// `Var` handles alive.
+    handles: AtomicUsize,
+}
+
+pub(crate) struct VarState {
+    /// Reads granted from the queue and running (reads granted at once are
+    /// counted by the fast-read counter instead).
+    pub(crate) readers: u32,
+    /// Set under the lock by the deletion op's append: anything appended later
+    /// is poisoned instead of touching a deleted var.
+    pub(crate) deleted: bool,
+    /// The var holds one strong count of itself (see `slot.rs`).
+    self_ref: bool,
+    /// Its last `Var` handle is gone: no more appends will come.
+    orphaned: bool,
+    /// A closed fast-read epoch still has reads running.
+    pub(crate) draining: bool,
+    pub(crate) writer: Option<OpPtr>,
+    pub(crate) queue: VecDeque<(OpPtr, Access)>,
+}
+
+/// Result of appending an op to a var.
+pub(crate) struct Appended {
+    /// The op holds the var at once.
+    pub(crate) granted: bool,
+    /// The var had already been deleted by an earlier push.
+    pub(crate) after_delete: bool,
+}
+
+impl VarInner {
+    pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Self {
+        VarInner {
+            hot: Line(VarHot {
+                state: Mutex::new(VarState {
+                    readers: 0,
+                    deleted: false,
+                    self_ref: false,
+                    orphaned: false,
+                    draining: false,
+                    writer: None,
+                    queue: VecDeque::new(),
+                }),
+                fast: AtomicU64::new(0),
+            }),
+            done: Line(VarDone {
+                version: AtomicU64::new(0),
+                failed: AtomicBool::new(false),
+                failure: Mutex::new(None),
+                fast_done: AtomicU64::new(0),
+                handles: AtomicUsize::new(1),
+            }),
+            id,
+            name,
+            deleted: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match &self.name {
+            Some(n) => format!("{} ({n})", self.id),
+            None => self.id.to_string(),
+        }
+    }
+
+    /// Records `f` unless the var already carries a failure. Called before
+    /// the op after the failed one is granted, so that op sees it.
+    fn record_failure(&self, f: &Arc<Failure>) {
+        let mut g = self.done.failure.lock();
+        if g.is_none() {
+            *g = Some(f.clone());
+            self.done.failed.store(true, Ordering::Release);
+        }
+    }
+
+    /// The var's failure, if any.
+    pub(crate) fn failure(&self) -> Option<Arc<Failure>> {
+        if !self.done.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.done.failure.lock().clone()
+    }
+
+    /// Takes the var's failure (it has been reported): the var is clean again.
+    pub(crate) fn take_failure(&self) -> Option<Arc<Failure>> {
+        if !self.done.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut g = self.done.failure.lock();
+        self.done.failed.store(false, Ordering::Release);
+        g.take()
+    }
+
+    /// Clears the failure if it is `failure` (reported by `wait_for_all`).
+    pub(crate) fn clear_failure_if(&self, failure: &Arc<Failure>) {
+        let mut g = self.done.failure.lock();
+        if g.as_ref().is_some_and(|f| Arc::ptr_eq(f, failure)) {
+            *g = None;
+            self.done.failed.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Appends an op to all its vars at once: every var's lock is taken, in
+/// var-id order, before the first append and released after the last.
+///
+/// Why: with several pushing threads, appending var by var could queue op X
+/// before Y on one var and Y before X on another — a cycle, so neither would
+/// ever run. Holding all the locks (two-phase locking) makes the appends of
+/// any two ops that share vars happen in one order on every shared var;
+/// taking the locks in one global order makes the locking deadlock-free.
+/// One-var ops — the common case — take one lock as before.
+///
+/// Returns how many vars granted the op at once, and whether any had been
+/// deleted before.
+pub(crate) fn append_all(
+    op: OpPtr,
+    reads: &[VarSlot],
+    writes: &[VarSlot],
+    deletes: bool,
+) -> (usize, bool) {
+    let n = reads.len() + writes.len();
+    if n == 1 {
+        let a = match reads.first() {
+            Some(v) => v.append_read(op, v),
+            None => writes[0].append_write(op, deletes),
+        };
+        return (a.granted as usize, a.after_delete);
+    }
+    if n == 2 {
+        return append_two(op, reads, writes, deletes);
+    }
+    const INLINE: usize = 16;
+    // Var ids are unique within an engine and all vars of an op belong to
+    // one engine (checked at push), so they give a total lock order.
+    let key = |v: &VarSlot| v.id.id as usize;
+    let mut inline_order = [(0usize, false, 0usize); INLINE];
+    let mut spill_order = Vec::new();
+    let order: &mut [(usize, bool, usize)] = if n <= INLINE {
+        &mut inline_order[..n]
+    } else {
+        spill_order.resize(n, (0usize, false, 0usize));
+        &mut spill_order[..]
+    };
+    for (i, v) in reads.iter().enumerate() {
+        order[i] = (key(v), false, i);
+    }
+    for (i, v) in writes.iter().enumerate() {
+        order[reads.len() + i] = (key(v), true, i);
+    }
+    order.sort_unstable_by_key(|o| o.0);
+    let mut guards = Vec::new();
+    let mut inline_guards: [Option<MutexGuard<'_, VarState>>; INLINE] = Default::default();
+    let mut granted = 0;
+    let mut after_delete = false;
+    for (slot, &(_, is_write, i)) in order.iter().enumerate() {
+        let var = if is_write { &writes[i] } else { &reads[i] };
+        let mut g = var.hot.state.lock();
+        let a = if is_write {
+            var.append_write_locked(&mut g, op, deletes)
+        } else {
+            var.append_read_locked(&mut g, op, var)
+        };
+        granted += a.granted as usize;
+        after_delete |= a.after_delete;
+        if slot < INLINE {
+            inline_guards[slot] = Some(g);
+        } else {
+            guards.push(g);
+        }
+    }
+    drop(guards);
+    drop(inline_guards);
+    (granted, after_delete)
+}
+
+/// [`append_all`] for two vars (one read and one write, or two of a kind):
+/// the same locking, without the general path's sorting and guard arrays.
+fn append_two(op: OpPtr, reads: &[VarSlot], writes: &[VarSlot], deletes: bool) -> (usize, bool) {
+    let all = |i: usize| -> (&VarSlot, bool) {
+        if i < reads.len() {
+            (&reads[i], false)
+        } else {
+            (&writes[i - reads.len()], true)
+        }
+    };
+    let (mut a, mut b) = (all(0), all(1));
+    if a.0.id.id > b.0.id.id {
+        std::mem::swap(&mut a, &mut b);
+    }
+    let mut ga = a.0.hot.state.lock();
+    let mut gb = b.0.hot.state.lock();
+    let append = |(v, is_write): (&VarSlot, bool), g: &mut VarState| {
+        if is_write {
+            v.append_write_locked(g, op, deletes)
+        } else {
+            v.append_read_locked(g, op, v)
+        }
+    };
+    let ra = append(a, &mut ga);
+    let rb = append(b, &mut gb);
+    drop(gb);
+    drop(ga);
+    (
+        ra.granted as usize + rb.granted as usize,
+        ra.after_delete || rb.after_delete,
+    )
+}
+
+/// Grants `op` one of its dependencies; collects it when that was the last.
+#[inline]
+pub(crate) fn grant(op: OpPtr, ready: &mut ReadyList) {
+    // SAFETY: a queued or granted op is live: it completes (and is recycled)
+    // only after every one of its vars has granted it, and this is one of them.
+    let block = unsafe { op.get() };
+    if block.wait.fetch_sub(1, Ordering::AcqRel) == 1 {
+        ready.push(op);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn pushers_and_completions_write_different_cache_lines() {
+        let v = VarInner::new(VarId { engine: 1, id: 0 }, None);
+        let base = &v as *const VarInner as usize;
+        let line = |p: usize| (p - base) / 64;
+        let state = &v.hot as *const Line<VarHot> as usize;
+        let state_end = state + std::mem::size_of::<VarHot>() - 1;
+        let done = &v.done as *const Line<VarDone> as usize;
+        let done_end = done + std::mem::size_of::<VarDone>() - 1;
+        let cold = &v.id as *const VarId as usize;
+        assert_eq!(base % 64, 0);
+        // The lock and the queue fit one line; the completions' fields another;
+        // the read-only fields a third.
+        assert_eq!(line(state), line(state_end));
+        assert_eq!(line(done), line(done_end));
+        assert!(line(state_end) < line(done));
+        assert!(line(done_end) < line(cold));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod lifetime_tests {
+    use crate::sync::Arc;
+    use crate::{Engine, EngineKind, OpDesc};
+
+    /// The var's memory goes once its last handle and its last op are gone,
+    /// whichever comes last — through every path that holds it.
+    #[test]
+    fn a_var_is_freed_after_its_last_handle_and_its_last_op() {
+        for kind in [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice] {
+            let engine = Engine::builder().kind(kind).cpu_workers(2).build().unwrap();
+            // Fast reads (one var), queued reads and a run of writes.
+            let v = engine.new_var();
+            let w = engine.new_var();
+            let weak_v = Arc::downgrade(&v.inner);
+            let weak_w = Arc::downgrade(&w.inner);
+            for i in 0..200 {
+                engine.push(OpDesc::new("r").reads(&v), |_| Ok(())).unwrap();
+                if i % 7 == 0 {
+                    engine
+                        .push(OpDesc::new("w").writes(&v), |_| Ok(()))
+                        .unwrap();
+                }
+                engine
+                    .push(OpDesc::new("rw").reads(&v).writes(&w), |_| Ok(()))
+                    .unwrap();
+            }
+            let v2 = v.clone();
+            drop(v);
+            assert!(weak_v.upgrade().is_some(), "a handle is left");
+            drop(v2);
+            drop(w);
+            engine.wait_for_all().unwrap();
+            assert!(weak_v.upgrade().is_none(), "{kind:?}: read var leaked");
+            assert!(weak_w.upgrade().is_none(), "{kind:?}: written var leaked");
+            // A var used by nothing goes at once.
+            let idle = engine.new_var();
+            let weak_idle = Arc::downgrade(&idle.inner);
+            drop(idle);
+            assert!(weak_idle.upgrade().is_none());
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Appending ops to a var and completing them: the per-var rules (see the
+//! module docs of `var`), runs of writes, and the var's self-reference.
+
+use crate::sync::{Arc, Ordering};
+
+use super::super::error::Failure;
+use super::super::op::OpPtr;
+use super::super::ready::ReadyList;
+use super::{grant, Access, Appended, VarInner, VarSlot, VarState};
+
+/// Most writes taken from a var's queue as one run (see
+/// [`VarInner::complete_write`]): enough to amortise the lock, few enough
+/// that a run's last op (the var's recorded writer) stays close to the op
+/// actually running.
+const MAX_RUN: usize = 32;
+
+impl VarState {
+    /// No op holds the var or waits for it, apart from reads granted
+    /// through an open fast-read epoch.
+    #[inline]
+    pub(super) fn is_idle(&self) -> bool {
+        self.writer.is_none() && self.readers == 0 && self.queue.is_empty() && !self.draining
+    }
+}
+
+impl VarInner {
+    /// Appends a read of a single-var op: without the lock when a fast-read
+    /// epoch is open.
+    pub(crate) fn append_read(&self, op: OpPtr, slot: &VarSlot) -> Appended {
+        if self.try_fast_read() {
+            // SAFETY: the pusher holds its guard during the append.
+            unsafe { slot.mark_fast_read() };
+            return Appended {
+                granted: true,
+                after_delete: false,
+            };
+        }
+        self.append_read_locked(&mut self.hot.state.lock(), op, slot)
+    }
+
+    pub(super) fn append_read_locked(
+        &self,
+        s: &mut VarState,
+        op: OpPtr,
+        slot: &VarSlot,
+    ) -> Appended {
+        let after_delete = s.deleted;
+        self.take_self_ref(s);
+        let granted = s.writer.is_none() && s.queue.is_empty();
+        if granted {
+            self.grant_fast_read_locked(s);
+            // SAFETY: the pusher holds its guard during the append.
+            unsafe { slot.mark_fast_read() };
+        } else {
+            s.queue.push_back((op, Access::Read));
+        }
+        Appended {
+            granted,
+            after_delete,
+        }
+    }
+
+    /// Appends a write; `deletes` marks the var deleted for every later append.
+    pub(crate) fn append_write(&self, op: OpPtr, deletes: bool) -> Appended {
+        self.append_write_locked(&mut self.hot.state.lock(), op, deletes)
+    }
+
+    pub(super) fn append_write_locked(
+        &self,
+        s: &mut VarState,
+        op: OpPtr,
+        deletes: bool,
+    ) -> Appended {
+        let after_delete = s.deleted;
+        s.deleted |= deletes;
+        self.take_self_ref(s);
+        self.close_fast_locked(s);
+        let granted = s.is_idle();
+        if granted {
+            s.writer = Some(op);
+        } else {
+            s.queue.push_back((op, Access::Write));
+        }
+        Appended {
+            granted,
+            after_delete,
+        }
+    }
+
+    /// The first append takes the var's reference to itself, which keeps
+    /// it alive for the ops' `VarPtr`s (see `slot.rs`) until it is orphaned
+    /// and idle.
+    #[inline]
+    fn take_self_ref(&self, s: &mut VarState) {
+        if !s.self_ref {
+            debug_assert!(!s.orphaned, "append to {} after its last handle", self.id);
+            // SAFETY: every `VarInner` is created inside an `Arc`
+            // (`Core::new_var`), and the pusher holds a handle to it.
+            unsafe { Arc::increment_strong_count(self as *const VarInner) };
+            s.self_ref = true;
+        }
+    }
+
+    /// After the last handle went away: true (and the self-reference is the
+    /// caller's to drop, after unlocking) once nothing is pending.
+    #[inline]
+    fn release_if_orphaned(&self, s: &mut VarState) -> bool {
+        if s.orphaned && s.self_ref && s.is_idle() && !self.fast_open() {
+            s.self_ref = false;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The last `Var` handle was dropped: no op can be appended any more.
+    /// Closes the fast-read epoch so the var learns when its last read ends,
+    /// and drops the self-reference if nothing is pending.
+    pub(super) fn orphan(&self) {
+        let release = {
+            let mut s = self.hot.state.lock();
+            s.orphaned = true;
+            self.close_fast_locked(&mut s);
+            self.release_if_orphaned(&mut s)
+        };
+        if release {
+            // SAFETY: taken out of the state just above; the handle being
+            // dropped still holds its own count, so `self` outlives this.
+            unsafe { Arc::decrement_strong_count(self as *const VarInner) };
+        }
+    }
+
+    /// Completes a read granted from the queue (not through the counter).
+    /// Returns `true` when the caller must drop the var's self-reference
+    /// (see [`super::VarPtr::release_self_ref`]).
+    #[must_use]
+    pub(crate) fn complete_read(&self, ready: &mut ReadyList) -> bool {
+        let mut s = self.hot.state.lock();
+        debug_assert!(
+            s.readers > 0,
+            "read completed on {} with no reader",
+            self.id
+        );
+        s.readers -= 1;
+        if s.readers == 0 && !s.draining {
+            self.grant_head_writes(&mut s, ready);
+        }
+        self.release_if_orphaned(&mut s)
+    }
+
+    /// Completes a read granted through the fast-read counter: no lock,
+    /// unless it is the last read of a closed epoch. Returns as
+    /// [`VarInner::complete_read`].
+    #[must_use]
+    pub(crate) fn complete_fast_read(&self, ready: &mut ReadyList) -> bool {
+        if !self.count_out_fast_read() {
+            return false;
+        }
+        let mut s = self.hot.state.lock();
+        self.reset_fast_done_locked(&mut s);
+        if s.readers == 0 && s.writer.is_none() {
+            self.grant_head_writes(&mut s, ready);
+        }
+        self.release_if_orphaned(&mut s)
+    }
+
+    /// Completes the granted write. `failure` (if any) is recorded on the var
+    /// before the next op is granted, so that op sees it (rule 5). Returns as
+    /// [`VarInner::complete_read`].
+    ///
+    /// # Runs
+    ///
+    /// When the next queued op is a write, the writes queued right behind it
+    /// are taken out of the queue with it as a *run*: each is linked to the
+    /// next through its slot's `link`, and the var's `writer` names the
+    /// last. A write of a run that is not the last grants the next one
+    /// itself (`run_next`), without taking the var's lock. Why: in a chain
+    /// of writes the pushing thread appends to the var for every op; if the
+    /// completing worker also locked it for every op, the var's line would
+    /// move between their cores twice per op. Order is unchanged: the run is
+    /// the queue's head, taken in push order, and anything appended later
+    /// queues behind its last op.
+    #[must_use]
+    pub(crate) fn complete_write(
+        &self,
+        run_next: Option<OpPtr>,
+        failure: Option<&Arc<Failure>>,
+        bump_version: bool,
+        ready: &mut ReadyList,
+    ) -> bool {
+        if let Some(next) = run_next {
+            if bump_version {
+                self.bump_version();
+            }
+            if let Some(f) = failure {
+                self.record_failure(f);
+            }
+            grant(next, ready);
+            return false;
+        }
+        let mut s = self.hot.state.lock();
+        debug_assert!(
+            s.writer.is_some(),
+            "write completed on {} with no writer",
+            self.id
+        );
+        s.writer = None;
+        if bump_version {
+            self.bump_version();
+        }
+        if let Some(f) = failure {
+            self.record_failure(f);
+        }
+        match s.queue.front() {
+            Some(&(_, Access::Write)) => self.grant_head_writes(&mut s, ready),
+            Some(&(_, Access::Read)) => {
+                while let Some(&(op, Access::Read)) = s.queue.front() {
+                    s.queue.pop_front();
+                    s.readers += 1;
+                    grant(op, ready);
+                }
+            }
+            None => {}
+        }
+        self.release_if_orphaned(&mut s)
+    }
+
+    /// Only the write holding the var bumps it, so no read-modify-write (a
+    /// locked instruction) is needed.
+    #[inline]
+    fn bump_version(&self) {
+        let v = self.done.version.load(Ordering::Relaxed);
+        self.done.version.store(v + 1, Ordering::Release);
+    }
+
+    /// With no op holding the var: grants the write at the queue's head,
+    /// with the writes right behind it as a run (see
+    /// [`VarInner::complete_write`]).
+    fn grant_head_writes(&self, s: &mut VarState, ready: &mut ReadyList) {
+        let Some(&(first, Access::Write)) = s.queue.front() else {
+            return;
+        };
+        s.queue.pop_front();
+        let mut last = first;
+        let mut len = 1;
+        while len < MAX_RUN {
+            match s.queue.front() {
+                Some(&(next, Access::Write)) => {
+                    s.queue.pop_front();
+                    self.link_run(last, next);
+                    last = next;
+                    len += 1;
+                }
+                _ => break,
+            }
+        }
+        s.writer = Some(last);
+        grant(first, ready);
+    }
+
+    /// Makes `next` the op after `op` in a run on this var.
+    fn link_run(&self, op: OpPtr, next: OpPtr) {
+        // SAFETY: `op` was queued on this var (not granted it yet), so it is
+        // live and nobody reads its slot for this var until the grant.
+        let b = unsafe { op.get() };
+        let me = self as *const VarInner as usize;
+        let slot = b
+            .writes()
+            .iter()
+            .find(|v| v.var.addr() == me)
+            .expect("a queued write names the var in its writes");
+        // SAFETY: under the var's lock, before the grant (see above).
+        unsafe { slot.set_run_next(next) };
+    }
+
+    /// True when no write is granted or queued (and, for `and_reads`, no
+    /// read either): a wait on the var can return at once.
+    pub(crate) fn is_idle(&self, and_reads: bool) -> bool {
+        let s = self.hot.state.lock();
+        s.writer.is_none()
+            && s.queue.is_empty()
+            && (!and_reads || (s.readers == 0 && !s.draining && !self.fast_open()))
+    }
+}
