@@ -8,6 +8,27 @@ use super::super::op::OpPtr;
 use super::super::ready::ReadyList;
 use super::{grant, Access, Appended, VarInner, VarSlot, VarState};
 
+/// The ops of a run, in push order.
+type Run = smallvec::SmallVec<[OpPtr; MAX_RUN]>;
+
+/// Starts fetching an op block's lines into this core's cache.
+#[inline]
+fn prefetch(op: OpPtr) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = op.0.as_ptr() as *const i8;
+        // SAFETY: prefetching is a hint: it never faults and has no effect on
+        // memory; `p` and `p + 64` lie inside the block.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p);
+            _mm_prefetch::<_MM_HINT_T0>(p.add(64));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = op;
+}
+
 /// Most writes taken from a var's queue as one run (see
 /// [`VarInner::complete_write`]): enough to amortise the lock, few enough
 /// that a run's last op (the var's recorded writer) stays close to the op
@@ -142,10 +163,15 @@ impl VarInner {
             self.id
         );
         s.readers -= 1;
-        if s.readers == 0 && !s.draining {
-            self.grant_head_writes(&mut s, ready);
-        }
-        self.release_if_orphaned(&mut s)
+        let run = if s.readers == 0 && !s.draining {
+            self.take_head_writes(&mut s)
+        } else {
+            Run::new()
+        };
+        let release = self.release_if_orphaned(&mut s);
+        drop(s);
+        self.start_run(run, ready);
+        release
     }
 
     /// Completes a read granted through the fast-read counter: no lock,
@@ -158,10 +184,15 @@ impl VarInner {
         }
         let mut s = self.hot.state.lock();
         self.reset_fast_done_locked(&mut s);
-        if s.readers == 0 && s.writer.is_none() {
-            self.grant_head_writes(&mut s, ready);
-        }
-        self.release_if_orphaned(&mut s)
+        let run = if s.readers == 0 && s.writer.is_none() {
+            self.take_head_writes(&mut s)
+        } else {
+            Run::new()
+        };
+        let release = self.release_if_orphaned(&mut s);
+        drop(s);
+        self.start_run(run, ready);
+        release
     }
 
     /// Completes the granted write. `failure` (if any) is recorded on the var
@@ -211,8 +242,9 @@ impl VarInner {
         if let Some(f) = failure {
             self.record_failure(f);
         }
+        let mut run = Run::new();
         match s.queue.front() {
-            Some(&(_, Access::Write)) => self.grant_head_writes(&mut s, ready),
+            Some(&(_, Access::Write)) => run = self.take_head_writes(&mut s),
             Some(&(_, Access::Read)) => {
                 while let Some(&(op, Access::Read)) = s.queue.front() {
                     s.queue.pop_front();
@@ -222,7 +254,10 @@ impl VarInner {
             }
             None => {}
         }
-        self.release_if_orphaned(&mut s)
+        let release = self.release_if_orphaned(&mut s);
+        drop(s);
+        self.start_run(run, ready);
+        release
     }
 
     /// Only the write holding the var bumps it, so no read-modify-write (a
@@ -233,35 +268,53 @@ impl VarInner {
         self.done.version.store(v + 1, Ordering::Release);
     }
 
-    /// With no op holding the var: grants the write at the queue's head,
-    /// with the writes right behind it as a run (see
-    /// [`VarInner::complete_write`]).
-    fn grant_head_writes(&self, s: &mut VarState, ready: &mut ReadyList) {
-        let Some(&(first, Access::Write)) = s.queue.front() else {
-            return;
-        };
-        s.queue.pop_front();
-        let mut last = first;
-        let mut len = 1;
-        while len < MAX_RUN {
+    /// With no op holding the var: takes the write at the queue's head,
+    /// with the writes right behind it, as a run (see
+    /// [`VarInner::complete_write`]). The var's `writer` names the run's
+    /// last op from here on; the caller starts the run with
+    /// [`VarInner::start_run`] after releasing the lock.
+    fn take_head_writes(&self, s: &mut VarState) -> Run {
+        let mut run = Run::new();
+        while run.len() < MAX_RUN {
             match s.queue.front() {
-                Some(&(next, Access::Write)) => {
+                Some(&(op, Access::Write)) => {
                     s.queue.pop_front();
-                    self.link_run(last, next);
-                    last = next;
-                    len += 1;
+                    run.push(op);
                 }
                 _ => break,
             }
         }
-        s.writer = Some(last);
+        if let Some(&last) = run.last() {
+            s.writer = Some(last);
+        }
+        run
+    }
+
+    /// Links the ops of a run taken under the lock and grants its first.
+    ///
+    /// Why outside the lock: linking touches every op's block, which was
+    /// written long ago by the pushing thread and is often out of this
+    /// core's caches; holding the var's lock through those misses made the
+    /// pusher wait for it. Nobody else can reach the run's ops meanwhile:
+    /// they left the queue under the lock, and the var names the run's last
+    /// op as its writer, so later appends queue behind the run.
+    fn start_run(&self, run: Run, ready: &mut ReadyList) {
+        let Some(&first) = run.first() else {
+            return;
+        };
+        for &op in &run[1..] {
+            prefetch(op);
+        }
+        for pair in run.windows(2) {
+            self.link_run(pair[0], pair[1]);
+        }
         grant(first, ready);
     }
 
     /// Makes `next` the op after `op` in a run on this var.
     fn link_run(&self, op: OpPtr, next: OpPtr) {
-        // SAFETY: `op` was queued on this var (not granted it yet), so it is
-        // live and nobody reads its slot for this var until the grant.
+        // SAFETY: `op` left the queue in a run that is not started yet, so it
+        // is live and nobody reads its slot for this var until the grant.
         let b = unsafe { op.get() };
         let me = self as *const VarInner as usize;
         let slot = b
@@ -269,7 +322,7 @@ impl VarInner {
             .iter()
             .find(|v| v.var.addr() == me)
             .expect("a queued write names the var in its writes");
-        // SAFETY: under the var's lock, before the grant (see above).
+        // SAFETY: before the run's first grant (see above).
         unsafe { slot.set_run_next(next) };
     }
 
