@@ -1,13 +1,13 @@
 //! The dependency core: pushing an op, running it, completing it.
 //!
 //! Executors only decide *where* a ready op runs; everything about *when* it
-//! may run lives here and in `var.rs`.
+//! may run lives here and in `var/`.
 //!
 //! # Life of an op
 //!
 //! 1. `push` checks the op's vars (same engine, not deleted), takes a block
 //!    from the pool, fills it, sets `wait = vars + 1`, counts the op as
-//!    pending, and appends it to each var (`var.rs`). Then it drops its guard:
+//!    pending, and appends it to each var (`var/`). Then it drops its guard:
 //!    `wait -= granted_at_once + 1`. Whoever brings `wait` to zero (the
 //!    pusher, or a completing thread that granted the last var) dispatches it.
 //! 2. `execute` skips the body if the op was poisoned (deleted var met at
