@@ -633,6 +633,21 @@ impl Core {
         if self.idle() {
             return Ok(());
         }
+        // As `Signal::wait`: look again for a short while before parking,
+        // rarely (each look reads every shard of the completion counter).
+        #[cfg(not(loom))]
+        {
+            let start = std::time::Instant::now();
+            while start.elapsed() < SIGNAL_SPIN {
+                for _ in 0..256 {
+                    std::hint::spin_loop();
+                }
+                if self.idle() {
+                    return Ok(());
+                }
+                std::thread::yield_now();
+            }
+        }
         self.idle_waiters.fetch_add(1, Ordering::SeqCst);
         {
             let mut g = self.idle_lock.lock();
