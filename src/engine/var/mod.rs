@@ -346,30 +346,19 @@ pub(crate) fn append_all(
     if n == 2 {
         return append_two(op, reads, writes, deletes);
     }
-    const INLINE: usize = 16;
     // Var ids are unique within an engine and all vars of an op belong to
     // one engine (checked at push), so they give a total lock order.
-    let key = |v: &VarSlot| v.id.id as usize;
-    let mut inline_order = [(0usize, false, 0usize); INLINE];
-    let mut spill_order = Vec::new();
-    let order: &mut [(usize, bool, usize)] = if n <= INLINE {
-        &mut inline_order[..n]
-    } else {
-        spill_order.resize(n, (0usize, false, 0usize));
-        &mut spill_order[..]
-    };
-    for (i, v) in reads.iter().enumerate() {
-        order[i] = (key(v), false, i);
-    }
-    for (i, v) in writes.iter().enumerate() {
-        order[reads.len() + i] = (key(v), true, i);
-    }
+    let mut order: smallvec::SmallVec<[(u64, bool, usize); 8]> = reads
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.id.id, false, i))
+        .chain(writes.iter().enumerate().map(|(i, v)| (v.id.id, true, i)))
+        .collect();
     order.sort_unstable_by_key(|o| o.0);
-    let mut guards = Vec::new();
-    let mut inline_guards: [Option<MutexGuard<'_, VarState>>; INLINE] = Default::default();
+    let mut guards: smallvec::SmallVec<[MutexGuard<'_, VarState>; 8]> = smallvec::SmallVec::new();
     let mut granted = 0;
     let mut after_delete = false;
-    for (slot, &(_, is_write, i)) in order.iter().enumerate() {
+    for &(_, is_write, i) in &order {
         let var = if is_write { &writes[i] } else { &reads[i] };
         let mut g = var.hot.state.lock();
         let a = if is_write {
@@ -379,14 +368,9 @@ pub(crate) fn append_all(
         };
         granted += a.granted as usize;
         after_delete |= a.after_delete;
-        if slot < INLINE {
-            inline_guards[slot] = Some(g);
-        } else {
-            guards.push(g);
-        }
+        guards.push(g);
     }
     drop(guards);
-    drop(inline_guards);
     (granted, after_delete)
 }
 
