@@ -306,24 +306,44 @@ fn parked_logged_write(
     slot
 }
 
+/// Pushes a logged write on `v` that completes in its body.
+fn logged_write(engine: &Engine, v: &depengine::Var, log: &Arc<Mutex<Vec<u32>>>, tag: u32) {
+    let l = log.clone();
+    engine
+        .push(OpDesc::new("logged").writes(v), move |_| {
+            l.lock().unwrap().push(tag);
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Three writes on a fresh var: w0 holds it, w1 (async) and w2 queue behind
+/// it and become a run when w0 completes. Returns the var, the log, and the
+/// parked completions of w0 and w1.
+#[allow(clippy::type_complexity)]
+fn run_of_three(
+    engine: &Engine,
+) -> (
+    depengine::Var,
+    Arc<Mutex<Vec<u32>>>,
+    Arc<Mutex<Option<Completion>>>,
+    Arc<Mutex<Option<Completion>>>,
+) {
+    let v = engine.new_var();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let s0 = parked_logged_write(engine, &v, &log, 0);
+    let s1 = parked_logged_write(engine, &v, &log, 1);
+    logged_write(engine, &v, &log, 2);
+    (v, log, s0, s1)
+}
+
 #[test]
 fn a_run_of_queued_writes_keeps_push_order_while_more_are_appended() {
     model(|| {
         let engine = naive();
-        let v = engine.new_var();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        // w0 holds v; w1 (async) and w2 queue behind it and become a run
-        // when w0 completes. A foreign thread completes w0 and then w1 while
-        // this thread appends w3 and a read: they must queue behind the run.
-        let s0 = parked_logged_write(&engine, &v, &log, 0);
-        let s1 = parked_logged_write(&engine, &v, &log, 1);
-        let l = log.clone();
-        engine
-            .push(OpDesc::new("w2").writes(&v), move |_| {
-                l.lock().unwrap().push(2);
-                Ok(())
-            })
-            .unwrap();
+        // A foreign thread completes w0 and then w1 while this thread
+        // appends w3 and a read: they must queue behind the run.
+        let (v, log, s0, s1) = run_of_three(&engine);
         let t = thread::spawn(move || {
             s0.lock()
                 .unwrap()
@@ -333,13 +353,7 @@ fn a_run_of_queued_writes_keeps_push_order_while_more_are_appended() {
             // w1 started when w0 completed (inline, naive executor).
             s1.lock().unwrap().take().expect("w1 granted by w0").done();
         });
-        let l = log.clone();
-        engine
-            .push(OpDesc::new("w3").writes(&v), move |_| {
-                l.lock().unwrap().push(3);
-                Ok(())
-            })
-            .unwrap();
+        logged_write(&engine, &v, &log, 3);
         let (l, seen) = (log.clone(), Arc::new(AtomicUsize::new(0)));
         let s = seen.clone();
         engine
@@ -360,17 +374,7 @@ fn a_run_of_queued_writes_keeps_push_order_while_more_are_appended() {
 fn a_failure_inside_a_run_reaches_the_rest_of_the_run() {
     model(|| {
         let engine = naive();
-        let v = engine.new_var();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let s0 = parked_logged_write(&engine, &v, &log, 0);
-        let s1 = parked_logged_write(&engine, &v, &log, 1);
-        let l = log.clone();
-        engine
-            .push(OpDesc::new("w2").writes(&v), move |_| {
-                l.lock().unwrap().push(2);
-                Ok(())
-            })
-            .unwrap();
+        let (v, log, s0, s1) = run_of_three(&engine);
         let t = thread::spawn(move || {
             s0.lock().unwrap().take().unwrap().done();
             s1.lock()
@@ -379,13 +383,7 @@ fn a_failure_inside_a_run_reaches_the_rest_of_the_run() {
                 .unwrap()
                 .fail(depengine::OpError::msg("lost"));
         });
-        let l = log.clone();
-        engine
-            .push(OpDesc::new("w3").writes(&v), move |_| {
-                l.lock().unwrap().push(3);
-                Ok(())
-            })
-            .unwrap();
+        logged_write(&engine, &v, &log, 3);
         t.join().unwrap();
         let err = engine.wait_for_all().unwrap_err();
         assert_eq!(err.failure().unwrap().message, "lost");

@@ -1,7 +1,7 @@
 //! Appending ops to a var and completing them: the per-var rules (see the
 //! module docs of `var`), runs of writes, and the var's self-reference.
 
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, MutexGuard, Ordering};
 
 use super::super::error::Failure;
 use super::super::op::OpPtr;
@@ -163,15 +163,8 @@ impl VarInner {
             self.id
         );
         s.readers -= 1;
-        let run = if s.readers == 0 && !s.draining {
-            self.take_head_writes(&mut s)
-        } else {
-            Run::new()
-        };
-        let release = self.release_if_orphaned(&mut s);
-        drop(s);
-        self.start_run(run, ready);
-        release
+        let run = self.take_head_writes_if_free(&mut s);
+        self.unlock_and_start(s, run, ready)
     }
 
     /// Completes a read granted through the fast-read counter: no lock,
@@ -184,11 +177,29 @@ impl VarInner {
         }
         let mut s = self.hot.state.lock();
         self.reset_fast_done_locked(&mut s);
-        let run = if s.readers == 0 && s.writer.is_none() {
-            self.take_head_writes(&mut s)
+        let run = self.take_head_writes_if_free(&mut s);
+        self.unlock_and_start(s, run, ready)
+    }
+
+    /// After a read left: the queued writes' turn, if no read or write
+    /// holds the var any more.
+    fn take_head_writes_if_free(&self, s: &mut VarState) -> Run {
+        if s.readers == 0 && s.writer.is_none() && !s.draining {
+            self.take_head_writes(s)
         } else {
             Run::new()
-        };
+        }
+    }
+
+    /// Ends a completion: checks whether the var's self-reference is to be
+    /// dropped, releases the lock, then starts the run taken under it.
+    /// Returns as [`VarInner::complete_read`].
+    fn unlock_and_start(
+        &self,
+        mut s: MutexGuard<'_, VarState>,
+        run: Run,
+        ready: &mut ReadyList,
+    ) -> bool {
         let release = self.release_if_orphaned(&mut s);
         drop(s);
         self.start_run(run, ready);
@@ -254,10 +265,7 @@ impl VarInner {
             }
             None => {}
         }
-        let release = self.release_if_orphaned(&mut s);
-        drop(s);
-        self.start_run(run, ready);
-        release
+        self.unlock_and_start(s, run, ready)
     }
 
     /// Only the write holding the var bumps it, so no read-modify-write (a
