@@ -82,6 +82,9 @@ impl fmt::Display for VarId {
 ///
 /// Cheap to clone; clones name the same var. A var belongs to the engine that
 /// created it: using it with another engine is an error, never a silent bug.
+/// Its memory is freed once its last handle is dropped and the last op
+/// pushed on it has completed, whichever comes later (`delete_var` is the
+/// way to run something at that point).
 ///
 /// # Examples
 ///
