@@ -49,7 +49,8 @@ fn improve_stays_close_to_the_bound_on_perfect_packings() {
 }
 
 /// The exact mode answers *fits* with a validated plan at the known
-/// capacity, under a node budget (no clock).
+/// capacity, under a node budget (no clock). The budget covers two passes
+/// of the search's six rankings (seed 5 needs about 1.6 million nodes).
 #[test]
 fn exact_fits_perfect_packings_at_their_capacity() {
     for seed in 1..=6 {
@@ -59,7 +60,7 @@ fn exact_fits_perfect_packings_at_their_capacity() {
             None,
             &ExactOptions {
                 capacity: Some(CAPACITY),
-                node_limit: 2_000_000,
+                node_limit: 4_000_000,
                 ..ExactOptions::default()
             },
         );
@@ -87,7 +88,16 @@ fn exact_fits_perfect_packings_at_their_capacity() {
 fn exact_proves_the_optimum_of_perfect_packings() {
     for seed in 1..=4 {
         let recs = perfect_packing(100, 0x0B7E_0000 + seed);
-        let out = exact(&recs, None, &ExactOptions::default());
+        // Seed 1 needs about 1.4 million nodes in the search at the bound,
+        // which gets a quarter of the budget.
+        let out = exact(
+            &recs,
+            None,
+            &ExactOptions {
+                node_limit: 8_000_000,
+                ..ExactOptions::default()
+            },
+        );
         validate_offsets(&recs, None, &out.plan, 1).unwrap();
         assert_eq!(out.plan.total_size, CAPACITY, "seed {seed}");
         assert_eq!(out.fits, Fits::Yes, "seed {seed}");
