@@ -49,7 +49,8 @@ fn improve_stays_close_to_the_bound_on_perfect_packings() {
 }
 
 /// The exact mode answers *fits* with a validated plan at the known
-/// capacity, under a node budget (no clock).
+/// capacity, under a node budget (no clock). The budget covers two passes
+/// of the search's six rankings (seed 5 needs about 1.6 million nodes).
 #[test]
 fn exact_fits_perfect_packings_at_their_capacity() {
     for seed in 1..=6 {
@@ -59,7 +60,7 @@ fn exact_fits_perfect_packings_at_their_capacity() {
             None,
             &ExactOptions {
                 capacity: Some(CAPACITY),
-                node_limit: 2_000_000,
+                node_limit: 4_000_000,
                 ..ExactOptions::default()
             },
         );
@@ -87,7 +88,16 @@ fn exact_fits_perfect_packings_at_their_capacity() {
 fn exact_proves_the_optimum_of_perfect_packings() {
     for seed in 1..=4 {
         let recs = perfect_packing(100, 0x0B7E_0000 + seed);
-        let out = exact(&recs, None, &ExactOptions::default());
+        // Seed 1 needs about 1.4 million nodes in the search at the bound,
+        // which gets a quarter of the budget.
+        let out = exact(
+            &recs,
+            None,
+            &ExactOptions {
+                node_limit: 8_000_000,
+                ..ExactOptions::default()
+            },
+        );
         validate_offsets(&recs, None, &out.plan, 1).unwrap();
         assert_eq!(out.plan.total_size, CAPACITY, "seed {seed}");
         assert_eq!(out.fits, Fits::Yes, "seed {seed}");
@@ -123,5 +133,26 @@ fn search_honours_alignment_and_conflicts_on_perfect_packings() {
         );
         validate_offsets(&recs, Some(&conflicts), &ex.plan, alignment).unwrap();
         assert!(ex.plan.total_size >= lower_bound(&recs));
+    }
+}
+
+/// At 2,000 tensors greedy by size misses the bound by 28–34%; the
+/// improving planner (no clock: fixed effort) stays within 20% of it (1.07
+/// to 1.13), which the search over coalesced records makes possible: before
+/// it, improve reached 1.16 to 1.23 on these in 1 s.
+#[test]
+fn improve_is_within_20_percent_on_2000_tensor_perfect_packings() {
+    for seed in 1..=3 {
+        let recs = perfect_packing(2000, 0x2000_0000 + seed);
+        let lb = lower_bound(&recs);
+        let greedy = offsets_greedy_by_size(&recs, None, 1).total_size;
+        let out = improve(&recs, None, &ImproveOptions::default());
+        validate_offsets(&recs, None, &out, 1).unwrap();
+        assert!(out.total_size <= greedy, "seed {seed}");
+        assert!(
+            out.total_size as f64 <= 1.2 * lb as f64,
+            "seed {seed}: improve {} vs bound {lb} (greedy {greedy})",
+            out.total_size
+        );
     }
 }

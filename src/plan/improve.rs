@@ -7,9 +7,15 @@
 //! tensors that set the arena's height earlier in the best order found and
 //! places again only what follows the first change. It starts from greedy
 //! by size, so it is never worse than it.
+//!
+//! When coalescing halves the records (see the `coalesce` module), all of
+//! that runs first over the coalesced records, with half the time: on large
+//! hard traces the fewer, larger records are what gets within 20% of the
+//! bound (10,000 cut-rectangle tensors: 1.19 instead of 1.24 in 1 s).
 
 use std::time::{Duration, Instant};
 
+use super::coalesce::Coalesced;
 use super::conflicts::Conflicts;
 use super::exact::Fits;
 use super::lower_bound::{lower_bound, task_breadths, task_profiles};
@@ -128,18 +134,69 @@ fn skyline_ranks(records: &[UsageRecord]) -> Vec<Vec<usize>> {
 /// Searches placement orders for a small arena; the result validates and is
 /// never larger than [`offsets_greedy_by_size`](super::offsets_greedy_by_size)
 /// with the same alignment.
+///
+/// Without conflicts, when coalescing (tensors with one lifetime stacked,
+/// equal tensors with abutting lifetimes chained, see the `coalesce` module)
+/// at least halves the records, it first searches over the coalesced
+/// records for half the time limit, then over the records themselves for
+/// the rest, and keeps the smaller plan. Below that the coalesced search
+/// rarely beats the plain one, which keeps all the time.
 pub fn improve(
     records: &[UsageRecord],
     conflicts: Option<&Conflicts>,
     options: &ImproveOptions,
 ) -> OffsetsAssignment {
     let start = Instant::now();
+    let plain = conflicts.is_none_or(|c| (0..c.len()).all(|i| c.of(i).is_empty()));
+    let groups = plain
+        .then(|| Coalesced::new(records, options.alignment))
+        .flatten()
+        .filter(|g| 2 * g.records.len() <= records.len());
+    let Some(groups) = groups else {
+        return search_orders(records, conflicts, options);
+    };
+    let mut half = options.clone();
+    half.time_limit = options.time_limit.map(|t| t / 2);
+    let grouped = groups.expand(&search_orders(&groups.records, None, &half));
+    debug_assert!(
+        super::validate_offsets(records, conflicts, &grouped, options.alignment).is_ok(),
+        "a coalesced plan unfolded into an invalid one"
+    );
+    if grouped.total_size <= lower_bound(records) {
+        return grouped;
+    }
+    let mut rest = options.clone();
+    rest.time_limit = options
+        .time_limit
+        .map(|t| t.saturating_sub(start.elapsed()));
+    let direct = search_orders(records, conflicts, &rest);
+    if grouped.total_size < direct.total_size {
+        grouped
+    } else {
+        direct
+    }
+}
+
+/// [`improve`] over the records as they are.
+fn search_orders(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    options: &ImproveOptions,
+) -> OffsetsAssignment {
+    let start = Instant::now();
+    // Past this, the fixed orders after greedy by size's own are skipped,
+    // so that a large input returns within its time limit.
+    let deadline = options.time_limit.map(|t| start + t);
+    let late = || deadline.is_some_and(|d| Instant::now() >= d);
     let n = records.len();
     let bound = lower_bound(records);
     let mut placer = Placer::new(records, conflicts, options.alignment);
     let mut best: Option<(OffsetsAssignment, Vec<usize>, Fit)> = None;
     for order in seed_orders(records) {
         for fit in [Fit::Best, Fit::First] {
+            if best.is_some() && late() {
+                break;
+            }
             let cand = placer.place(&order, fit);
             if best
                 .as_ref()
@@ -153,6 +210,9 @@ pub fn improve(
     // rankings; their placement sequences are orders for the local search.
     let at_bound = best.as_ref().is_some_and(|(b, _, _)| b.total_size <= bound);
     for rank in skyline_ranks(records).into_iter().filter(|_| !at_bound) {
+        if late() {
+            break;
+        }
         let (plan, sequence) = placer.skyline(&rank);
         if best
             .as_ref()

@@ -33,6 +33,7 @@
 use std::time::Duration;
 
 mod best;
+mod coalesce;
 mod conflicts;
 mod equality;
 mod exact;
@@ -212,7 +213,8 @@ pub enum Strategy {
     /// Offsets: the smallest of the offset strategies.
     OffsetsBest,
     /// Offsets: fixed and skyline placement orders, a bounded canonical
-    /// search and local search; never worse than greedy by size.
+    /// search and local search, over coalesced records first when that
+    /// halves them; never worse than greedy by size.
     Improve,
     /// Offsets: exact depth-first search (MiniMalloc style).
     Exact,
