@@ -45,6 +45,7 @@ mod executor;
 mod op;
 mod operator;
 mod ready;
+mod signal;
 mod var;
 
 use std::borrow::Cow;
@@ -64,7 +65,8 @@ pub use op::{Context, OpCtx, OpDesc, OpResult, Property, VarList};
 pub use operator::Operator;
 pub use var::{Var, VarId};
 
-use self::core::{Core, Signal};
+use self::core::Core;
+use self::signal::Signal;
 use op::Body;
 
 /// A dependency engine. Cheap to clone (clones share the engine), `Send +

@@ -9,8 +9,8 @@ use std::ptr::NonNull;
 use crate::sync::{Arc, AtomicU8, AtomicUsize, Ordering};
 
 use super::completion::Completion;
-use super::core::Signal;
 use super::error::OpError;
+use super::signal::Signal;
 use super::var::{Var, VarSlot};
 
 /// What an op body returns.
