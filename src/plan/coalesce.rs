@@ -8,7 +8,9 @@
 //!   the op before the other starts) become one record over both
 //!   lifetimes; its members share its offset. Only unambiguous pairs are
 //!   chained: the first is the only record of that size ending there and
-//!   the second the only one starting there.
+//!   the second the only one starting there; optionally (*matched*), an
+//!   ambiguous pair too when the chained lifetime is one another record
+//!   has, so that the two stack next.
 //!
 //! Both are restrictions (the members could have been apart), so the
 //! coalesced optimum may exceed the original one; but they are the shapes a
@@ -49,7 +51,12 @@ const MAX_ROUNDS: usize = 64;
 impl Coalesced {
     /// Merges `records` (offsets multiples of `align`); None when nothing
     /// merges. Empty records stay alone.
-    pub(crate) fn new(records: &[UsageRecord], align: u64) -> Option<Coalesced> {
+    ///
+    /// With `matched`, a pair that is ambiguous only because other groups
+    /// of that size end or start at the same op is chained anyway when the
+    /// chained lifetime is one some group already has, so that the two
+    /// stack next (see `chain`).
+    pub(crate) fn new(records: &[UsageRecord], align: u64, matched: bool) -> Option<Coalesced> {
         let align = align.max(1);
         let up = |v: u64| v.div_ceil(align) * align;
         let mut groups: Vec<Group> = records
@@ -63,11 +70,18 @@ impl Coalesced {
             })
             .collect();
         let start = groups.len();
+        // Ambiguous pairs are matched only once the unambiguous merges have
+        // settled, and unambiguous ones come first again after each match.
+        let mut loose = false;
         for _ in 0..MAX_ROUNDS {
             let before = groups.len();
-            groups = stack(groups, up);
-            groups = chain(groups);
-            if groups.len() == before {
+            groups = stack(groups, &up);
+            groups = chain(groups, loose);
+            if groups.len() < before {
+                loose = false;
+            } else if !loose && matched {
+                loose = true;
+            } else {
                 break;
             }
         }
@@ -103,7 +117,7 @@ impl Coalesced {
 
 /// Stacks the non-empty groups that share a lifetime, in index order; each
 /// member starts at an aligned offset above the one before.
-fn stack(groups: Vec<Group>, up: impl Fn(u64) -> u64) -> Vec<Group> {
+fn stack(groups: Vec<Group>, up: &impl Fn(u64) -> u64) -> Vec<Group> {
     let mut at: HashMap<(usize, usize), usize> = HashMap::new();
     let mut out: Vec<Group> = Vec::with_capacity(groups.len());
     for g in groups {
@@ -129,8 +143,15 @@ fn stack(groups: Vec<Group>, up: impl Fn(u64) -> u64) -> Vec<Group> {
 }
 
 /// Chains unambiguous pairs of non-empty, equally sized groups whose
-/// lifetimes abut.
-fn chain(groups: Vec<Group>) -> Vec<Group> {
+/// lifetimes abut; with `loose`, also ambiguous pairs whose chained
+/// lifetime some group already has.
+///
+/// Why that match: in a cut rectangle, the two halves of a time cut that
+/// other cuts made ambiguous usually make up a piece whose neighbour across
+/// a memory cut has that same lifetime; any other match is a guess that
+/// later merges cannot undo (matching them by length instead made as many
+/// traces worse as better).
+fn chain(groups: Vec<Group>, loose: bool) -> Vec<Group> {
     // (op, size) -> how many groups of that size start (end) there, and one.
     let mut starts: HashMap<(usize, u64), (u32, usize)> = HashMap::new();
     let mut ends: HashMap<(usize, u64), (u32, usize)> = HashMap::new();
@@ -147,6 +168,39 @@ fn chain(groups: Vec<Group>) -> Vec<Group> {
             if ends.get(&(g.last, g.size)).is_some_and(|&(c, _)| c == 1) {
                 next[k] = Some(j);
                 has_prev[j] = true;
+            }
+        }
+    }
+    if loose {
+        // (op, size) -> the groups of that size ending just before (starting
+        // at) that op; each is matched once, first come first served.
+        let lifetimes: std::collections::HashSet<(usize, usize)> = groups
+            .iter()
+            .filter(|g| g.size > 0)
+            .map(|g| (g.first, g.last))
+            .collect();
+        let mut e: HashMap<(usize, u64), Vec<usize>> = HashMap::new();
+        let mut s: HashMap<(usize, u64), Vec<usize>> = HashMap::new();
+        for (k, g) in groups.iter().enumerate().filter(|(_, g)| g.size > 0) {
+            e.entry((g.last + 1, g.size)).or_default().push(k);
+            s.entry((g.first, g.size)).or_default().push(k);
+        }
+        for (key, ek) in e {
+            let Some(mut sk) = s.remove(&key) else {
+                continue;
+            };
+            if ek.len() < 2 && sk.len() < 2 {
+                continue;
+            }
+            for a in ek {
+                if let Some(p) = sk
+                    .iter()
+                    .position(|&b| lifetimes.contains(&(groups[a].first, groups[b].last)))
+                {
+                    let b = sk.swap_remove(p);
+                    next[a] = Some(b);
+                    has_prev[b] = true;
+                }
             }
         }
     }
@@ -188,7 +242,7 @@ mod tests {
             UsageRecord::new(3, 8, 5, 9),
             UsageRecord::new(4, 0, 3, 6),
         ];
-        let c = Coalesced::new(&records, 1).unwrap();
+        let c = Coalesced::new(&records, 1, false).unwrap();
         // The two stacks chain into one record; the empty one stays apart.
         assert_eq!(c.records.len(), 2);
         assert_eq!(lower_bound(&c.records), lower_bound(&records));
@@ -208,12 +262,36 @@ mod tests {
             UsageRecord::new(3, 3, 6, 7),
             UsageRecord::new(4, 5, 6, 7),
         ];
-        let c = Coalesced::new(&records, 8).unwrap();
+        let c = Coalesced::new(&records, 8, false).unwrap();
         // 0 could chain with 1 or 2: neither; 3 and 4 stack, 4 at offset 8.
         assert_eq!(c.records.len(), 4);
         let plan = OffsetsAssignment::from_offsets(&c.records, vec![0, 8, 16, 0]);
         let out = c.expand(&plan);
         validate_offsets(&records, None, &out, 8).unwrap();
         assert!(out.offsets.iter().all(|o| o % 8 == 0));
+    }
+
+    /// An ambiguous pair is matched when its chained lifetime is one another
+    /// record has, and what that frees up chains in the next round.
+    #[test]
+    fn matched_chains_resolve_an_ambiguity() {
+        let records = vec![
+            UsageRecord::new(0, 4, 0, 1),
+            UsageRecord::new(1, 4, 2, 3),
+            UsageRecord::new(2, 4, 1, 1),
+            UsageRecord::new(3, 4, 2, 5),
+            UsageRecord::new(4, 3, 0, 3),
+        ];
+        // 0 and 2 both end before op 2, where 1 and 3 start: no strict merge.
+        assert!(Coalesced::new(&records, 1, false).is_none());
+        let c = Coalesced::new(&records, 1, true).unwrap();
+        // 0 + 1 is 4's lifetime, so they chain and stack with 4; then 2 + 3
+        // is unambiguous.
+        assert_eq!(c.records.len(), 2);
+        assert_eq!(lower_bound(&c.records), lower_bound(&records));
+        let plan = OffsetsAssignment::from_offsets(&c.records, vec![0, 7]);
+        let out = c.expand(&plan);
+        validate_offsets(&records, None, &out, 1).unwrap();
+        assert_eq!(out.total_size, 11);
     }
 }
