@@ -294,4 +294,25 @@ mod tests {
         validate_offsets(&records, None, &out, 1).unwrap();
         assert_eq!(out.total_size, 11);
     }
+
+    /// On cut rectangles the matched coalescing merges more than the strict
+    /// one, keeps the bound, and any plan of it unfolds into a valid one.
+    #[test]
+    fn matched_coalescing_merges_more_of_a_cut_rectangle() {
+        for seed in 1..=3 {
+            let records = crate::plan::synthetic::perfect_packing(2000, seed, 1 << 20);
+            let strict = Coalesced::new(&records, 1, false).unwrap();
+            let matched = Coalesced::new(&records, 1, true).unwrap();
+            assert!(
+                matched.records.len() < strict.records.len(),
+                "seed {seed}: {} matched vs {} strict",
+                matched.records.len(),
+                strict.records.len()
+            );
+            assert_eq!(lower_bound(&matched.records), lower_bound(&records));
+            let plan = crate::plan::offsets_greedy_by_size(&matched.records, None, 1);
+            let out = matched.expand(&plan);
+            validate_offsets(&records, None, &out, 1).unwrap();
+        }
+    }
 }
