@@ -507,14 +507,8 @@ impl Core {
             "wait_for_var"
         };
         self.check_blocking(call)?;
-        let id = var.inner.id;
-        if id.engine != self.id {
-            return Err(EngineError::ForeignVar {
-                var: id,
-                var_engine: id.engine,
-                engine: self.id,
-            });
-        }
+        // Deleted vars may still be waited on (to see the deletion finish).
+        self.check_var(var, call, false)?;
         if !var.inner.is_idle(to_write) {
             let signal = Arc::new(Signal::new());
             let mut desc = OpDesc::new(call).property(Property::NoSkip);
@@ -523,7 +517,7 @@ impl Core {
             } else {
                 desc.reads(var)
             };
-            // Deleted vars may still be waited on (to see the deletion finish).
+            // Internal: the push neither refuses nor poisons a deleted var.
             self.push(desc, Body::Empty, Some(signal.clone()), true)?;
             let _ = signal.wait();
         }
