@@ -189,15 +189,7 @@ pub(crate) fn run(
             }
         }
     }
-    let waited = engine.wait_for_all();
-    let makespan = start.elapsed();
-    if matches!(
-        waited,
-        Err(crate::engine::EngineError::WaitFromWorker { .. })
-    ) {
-        std::mem::forget(ext);
-        return Err(waited.unwrap_err().into());
-    }
+    let (waited, makespan, ext) = setup::wait_all(engine, start, ext)?;
     let hashes = if options.hash_outputs && push_error.is_none() && waited.is_ok() {
         setup::output_hashes(graph, |t| {
             let take = |a: &Allocation| {

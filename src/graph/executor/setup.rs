@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::engine::{Context, OpError, Property};
+use crate::engine::{Context, Engine, EngineError, OpError, Property};
 use crate::storage::{Allocation, DeviceId, DeviceKind, Storages};
 use crate::sync::{Arc, AtomicU64, AtomicUsize, Ordering};
 
@@ -149,6 +149,24 @@ pub(crate) fn devices(plan: &MemoryPlan) -> BTreeSet<DeviceId> {
 }
 
 /// Peak figures of the activation pools, summed over devices.
+/// Waits for every op pushed since `start`; returns the wait's result, the
+/// makespan and `buffers` back. A wait refused because it was called from
+/// inside an op of the same engine means ops may still use the buffers:
+/// they are leaked rather than freed, and the error is returned.
+pub(crate) fn wait_all<B>(
+    engine: &Engine,
+    start: Instant,
+    buffers: B,
+) -> Result<(Result<(), EngineError>, Duration, B), ExecError> {
+    let waited = engine.wait_for_all();
+    let makespan = start.elapsed();
+    if let Err(e @ EngineError::WaitFromWorker { .. }) = waited {
+        std::mem::forget(buffers);
+        return Err(e.into());
+    }
+    Ok((waited, makespan, buffers))
+}
+
 pub(crate) fn pool_figures(storages: &Storages, plan: &MemoryPlan) -> (u64, u64) {
     let (mut held, mut peak) = (0, 0);
     for d in devices(plan) {

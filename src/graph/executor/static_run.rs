@@ -101,16 +101,7 @@ pub(crate) fn run(
         }
         pushed += 1;
     }
-    let waited = engine.wait_for_all();
-    let makespan = start.elapsed();
-    if matches!(
-        waited,
-        Err(crate::engine::EngineError::WaitFromWorker { .. })
-    ) {
-        // Ops may still use the buffers: leak them rather than free them.
-        std::mem::forget(buffers);
-        return Err(waited.unwrap_err().into());
-    }
+    let (waited, makespan, buffers) = setup::wait_all(engine, start, buffers)?;
     let hashes = if options.hash_outputs && push_error.is_none() && waited.is_ok() {
         setup::output_hashes(graph, |t| {
             buffers[plan.storage_of[t]].as_ref().map(|a| {
