@@ -61,12 +61,8 @@ impl PendingReport {
         for v in vars {
             let s = v.hot.state.lock();
             let failure = v.done.failure.lock().as_ref().map(|f| f.to_string());
-            if s.readers == 0
-                && s.writer.is_none()
-                && s.queue.is_empty()
-                && v.fast_reads_running(&s) == 0
-                && failure.is_none()
-            {
+            let running_reads = s.readers as usize + v.fast_reads_running(&s) as usize;
+            if running_reads == 0 && s.writer.is_none() && s.queue.is_empty() && failure.is_none() {
                 continue;
             }
             // SAFETY (for every `get` below): ops named by a var's state are
@@ -96,7 +92,7 @@ impl PendingReport {
                 var: v.id,
                 name: v.name.as_deref().map(str::to_string),
                 version: v.done.version.load(crate::sync::Ordering::Acquire),
-                running_reads: s.readers as usize + v.fast_reads_running(&s) as usize,
+                running_reads,
                 running_write,
                 queued,
                 failure,
