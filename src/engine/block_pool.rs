@@ -30,6 +30,7 @@ mod imp {
     use std::cell::RefCell;
 
     use super::{OpBlock, BATCH, MAX_BATCHES};
+    use crate::engine::op::{prefetch_block, Intent};
 
     use crate::sync::Mutex;
 
@@ -46,24 +47,6 @@ mod imp {
     /// How many pushes ahead a recycled block is prefetched: enough for
     /// its lines to arrive from another core before the push that fills it.
     const PREFETCH_AHEAD: usize = 4;
-
-    /// Asks the CPU to fetch `block`'s two hot lines for writing.
-    #[inline]
-    fn prefetch_for_write(block: &OpBlock) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-            let p = block as *const OpBlock as *const i8;
-            // SAFETY: prefetching is a hint: it never faults and has no
-            // effect on memory; `p` and `p + 64` lie inside the block.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_ET0>(p);
-                _mm_prefetch::<_MM_HINT_ET0>(p.add(64));
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = block;
-    }
 
     pub(crate) struct BlockPool {
         batches: Mutex<Vec<Vec<Box<OpBlock>>>>,
@@ -88,7 +71,7 @@ mod imp {
                         // lines here now, while this push fills the current one.
                         let n = c.take.len();
                         if n >= PREFETCH_AHEAD {
-                            prefetch_for_write(&c.take[n - PREFETCH_AHEAD]);
+                            prefetch_block(&*c.take[n - PREFETCH_AHEAD], Intent::Write);
                         }
                         return Some(b);
                     }

@@ -420,6 +420,44 @@ impl OpBlock {
     }
 }
 
+/// What a prefetch of an op block is for.
+#[derive(Clone, Copy)]
+pub(crate) enum Intent {
+    /// The block will be read (a worker about to run the op).
+    Read,
+    /// The block will be written (a pusher about to fill a recycled block).
+    // Under loom blocks are not recycled (`block_pool.rs`).
+    #[cfg_attr(loom, allow(dead_code))]
+    Write,
+}
+
+/// Asks the CPU to start fetching `block`'s two hot lines into this core's
+/// cache: a block usually lies in another core's cache when it is needed.
+#[inline]
+pub(crate) fn prefetch_block(block: *const OpBlock, intent: Intent) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
+        let p = block as *const i8;
+        // SAFETY: prefetching is a hint: it never faults and has no effect on
+        // memory; `p` and `p + 64` lie inside the block.
+        unsafe {
+            match intent {
+                Intent::Read => {
+                    _mm_prefetch::<_MM_HINT_T0>(p);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(64));
+                }
+                Intent::Write => {
+                    _mm_prefetch::<_MM_HINT_ET0>(p);
+                    _mm_prefetch::<_MM_HINT_ET0>(p.add(64));
+                }
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (block, intent);
+}
+
 /// A pointer to a live op block, passed between threads through var queues
 /// and worker queues.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -4,30 +4,12 @@
 use crate::sync::{Arc, MutexGuard, Ordering};
 
 use super::super::error::Failure;
-use super::super::op::OpPtr;
+use super::super::op::{prefetch_block, Intent, OpPtr};
 use super::super::ready::ReadyList;
 use super::{grant, Access, Appended, VarInner, VarSlot, VarState};
 
 /// The ops of a run, in push order.
 type Run = smallvec::SmallVec<[OpPtr; MAX_RUN]>;
-
-/// Starts fetching an op block's lines into this core's cache.
-#[inline]
-fn prefetch(op: OpPtr) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = op.0.as_ptr() as *const i8;
-        // SAFETY: prefetching is a hint: it never faults and has no effect on
-        // memory; `p` and `p + 64` lie inside the block.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(p);
-            _mm_prefetch::<_MM_HINT_T0>(p.add(64));
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = op;
-}
 
 /// Most writes taken from a var's queue as one run (see
 /// [`VarInner::complete_write`]): enough to amortise the lock, few enough
@@ -311,7 +293,7 @@ impl VarInner {
             return;
         };
         for &op in &run[1..] {
-            prefetch(op);
+            prefetch_block(op.0.as_ptr(), Intent::Read);
         }
         for pair in run.windows(2) {
             self.link_run(pair[0], pair[1]);
