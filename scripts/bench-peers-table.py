@@ -37,17 +37,7 @@ def cell(f, what="ns"):
     return f.get(what, "")
 
 
-def main():
-    rows, systems = parse(sys.argv[1])
-    base = "depengine" if "depengine" in systems else systems[0]
-    peers = [s for s in systems if s != base]
-    head = "| workload | body µs | workers | " + " | ".join(systems) + " |"
-    sep = "|---|---:|---:|" + "---:|" * len(systems)
-    print("ns per op, median (min–max):\n")
-    print(head)
-    print(sep)
-    for (wl, body, w), r in rows.items():
-        print(f"| {wl} | {body} | {w} | " + " | ".join(cell(r.get(s)) for s in systems) + " |")
+def ratios(rows, base, peers):
     print(f"\nratio peer / {base} of the medians (above 1: {base} is faster):\n")
     print("| workload | body µs | workers | " + " | ".join(peers) + " |")
     print("|---|---:|---:|" + "---:|" * len(peers))
@@ -61,6 +51,24 @@ def main():
             else:
                 out.append(f"{float(p['ns_per_op']) / float(b['ns_per_op']):.2f}")
         print(f"| {wl} | {body} | {w} | " + " | ".join(out) + " |")
+
+
+def main():
+    rows, systems = parse(sys.argv[1])
+    base = "depengine" if "depengine" in systems else systems[0]
+    peers = [s for s in systems if s != base]
+    head = "| workload | body µs | workers | " + " | ".join(systems) + " |"
+    sep = "|---|---:|---:|" + "---:|" * len(systems)
+    print("ns per op, median (min–max):\n")
+    print(head)
+    print(sep)
+    for (wl, body, w), r in rows.items():
+        print(f"| {wl} | {body} | {w} | " + " | ".join(cell(r.get(s)) for s in systems) + " |")
+    ratios(rows, base, peers)
+    # The helping configuration (the pusher is one of the W threads, as the
+    # peers' is) gets its own ratios against the peers.
+    if "depengine-helping" in systems and base != "depengine-helping":
+        ratios(rows, "depengine-helping", [s for s in peers if not s.startswith("depengine")])
     busy = [(k, r) for k, r in rows.items() if k[1] != "0" and not k[0].startswith(("priority", "roundtrip"))]
     if busy:
         print("\nefficiency = ops × body / (workers × time), median run:\n")

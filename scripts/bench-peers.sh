@@ -29,7 +29,7 @@
 #                  capped at BUSY_BUDGET_US / body (so 100 µs bodies stay short)
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
-#   SYSTEMS="..."  subset of: depengine depengine-pooled mxnet starpu
+#   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pooled mxnet starpu
 #                  openmp-gomp openmp-libomp tbb-flow rayon
 #   MXNET_ENGINES="ThreadedEnginePerDevice ThreadedEngine NaiveEngine"
 #   VARS=0         vars of indep (0: one per op) and readers (0: 1024)
@@ -57,7 +57,7 @@ fi
 RUNS=${RUNS:-5}
 WORKERS=${WORKERS:-$(printf '%s\n' 1 2 "$NCPU" | sort -nu | tr '\n' ' ')}
 WORKLOADS=${WORKLOADS:-"indep indep-novars chain wavefront fan rwmix random randsum priority roundtrip"}
-SYSTEMS=${SYSTEMS:-"depengine mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon"}
+SYSTEMS=${SYSTEMS:-"depengine depengine-helping mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon"}
 VARS=${VARS:-0}
 TIMEOUT=${TIMEOUT:-600}
 
@@ -150,6 +150,15 @@ for wl in $WORKLOADS; do
           tag="workload=$label body_us=$body system=$sys workers=$w"
           case $sys in
             depengine) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device ;;
+            depengine-helping)
+              # W threads in all, as for OpenMP, oneTBB and rayon: W - 1
+              # workers plus the pushing thread, which runs ops while it
+              # waits for all (roundtrip waits for one var: not helped).
+              if ((w < 2)) || [[ $wl == roundtrip ]]; then
+                echo "$tag unsupported" | tee -a "$RESULTS"
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --workers $((w - 1)) --help-wait --runs "$RUNS" --engine per-device
+              fi ;;
             depengine-pooled) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine pooled ;;
             mxnet)
               for k in $MXNET_ENGINES; do

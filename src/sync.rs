@@ -265,6 +265,9 @@ pub(crate) mod deque {
             self.0.lock().is_empty()
         }
         pub(crate) fn steal_batch_and_pop(&self, _dest: &Worker<T>) -> Steal<T> {
+            self.steal()
+        }
+        pub(crate) fn steal(&self) -> Steal<T> {
             match self.0.lock().pop_front() {
                 Some(v) => Steal::Success(v),
                 None => Steal::Empty,
@@ -295,6 +298,9 @@ pub(crate) mod deque {
 
     impl<T> Stealer<T> {
         pub(crate) fn steal_batch_and_pop(&self, _dest: &Worker<T>) -> Steal<T> {
+            self.steal()
+        }
+        pub(crate) fn steal(&self) -> Steal<T> {
             match self.0.lock().pop_front() {
                 Some(v) => Steal::Success(v),
                 None => Steal::Empty,

@@ -14,9 +14,16 @@ const PUSHERS: usize = 3;
 const OPS_PER_PUSHER: usize = 10_000;
 
 fn stress(kind: EngineKind, workers: usize) {
+    stress_with(kind, workers, false);
+}
+
+/// With `helping`, every pusher also waits for all now and then, running
+/// queued ops itself while it waits (`help_while_waiting`).
+fn stress_with(kind: EngineKind, workers: usize, helping: bool) {
     let engine = Engine::builder()
         .kind(kind)
         .cpu_workers(workers)
+        .help_while_waiting(helping)
         .build()
         .unwrap();
     let vars: Arc<Vec<Var>> = Arc::new((0..VARS).map(|_| engine.new_var()).collect());
@@ -96,6 +103,9 @@ fn stress(kind: EngineKind, workers: usize) {
                             Ok(())
                         })
                         .unwrap();
+                    if helping && i % 1000 == 999 {
+                        engine.wait_for_all().unwrap();
+                    }
                 }
                 engine.wait_for_var(&private).unwrap();
                 assert_eq!(
@@ -131,4 +141,14 @@ fn stress_per_device_3() {
 #[test]
 fn stress_naive() {
     stress(EngineKind::Naive, 1);
+}
+
+#[test]
+fn stress_per_device_1_helping() {
+    stress_with(EngineKind::PerDevice, 1, true);
+}
+
+#[test]
+fn stress_pooled_2_helping() {
+    stress_with(EngineKind::Pooled, 2, true);
 }

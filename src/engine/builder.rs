@@ -52,6 +52,7 @@ pub(crate) struct EngineConfig {
     pub(crate) copy_workers: usize,
     pub(crate) gpu_workers: usize,
     pub(crate) gpus: u32,
+    pub(crate) wait_helps: bool,
 }
 
 /// Builds an [`Engine`]. Counts left at 0 mean "from the environment or the
@@ -79,6 +80,7 @@ pub struct EngineBuilder {
     copy_workers: usize,
     gpu_workers: usize,
     gpus: u32,
+    wait_helps: bool,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -130,6 +132,37 @@ impl EngineBuilder {
     /// Number of simulated GPU devices (`Context::Gpu(0..n)`).
     pub fn gpus(mut self, n: u32) -> Self {
         self.gpus = n;
+        self
+    }
+
+    /// Lets a thread blocked in [`Engine::wait_for_all`] run ready ops of
+    /// the CPU pool (pooled: of the shared pool) while it waits, as a
+    /// oneTBB `wait_for_all` or an OpenMP barrier does. Off by default.
+    ///
+    /// A program that pushes from one thread and then waits can then start
+    /// one CPU worker fewer and keep the same parallelism: the waiting
+    /// thread becomes a worker instead of sitting idle, and while it pushes
+    /// it does not compete for a core with a full pool. The ops it runs see
+    /// no difference except [`OpCtx::worker`](crate::OpCtx::worker), which
+    /// is `None` for them, and they may not wait on the engine, as on a
+    /// worker. Only ordinary ops it finds queued are taken (never a
+    /// prioritized, copy or simulated-GPU op), and only while no op of
+    /// positive priority is queued in that pool. A waiter that finds
+    /// nothing to run for a short while blocks as usual.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().cpu_workers(1).help_while_waiting(true).build().unwrap();
+    /// let v = engine.new_var();
+    /// for _ in 0..100 {
+    ///     engine.push(OpDesc::new("inc").writes(&v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// ```
+    pub fn help_while_waiting(mut self, on: bool) -> Self {
+        self.wait_helps = on;
         self
     }
 
@@ -225,6 +258,7 @@ impl EngineBuilder {
             copy_workers: or(self.copy_workers, 1),
             gpu_workers: or(self.gpu_workers, 2),
             gpus: self.gpus,
+            wait_helps: self.wait_helps,
         })
     }
 

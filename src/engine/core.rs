@@ -560,16 +560,31 @@ impl Core {
     /// after the increment and sees it. Of the last completions, the one
     /// whose increment comes last in the SeqCst order sees every other
     /// increment in its `idle()`, so some completer finds the engine idle.
-    fn wait_idle(&self) -> Result<(), EngineError> {
+    ///
+    /// With `help`, the caller first runs queued ops itself (see
+    /// `EngineBuilder::help_while_waiting`), and again whenever its spin
+    /// finds more; an op it runs is completed like one run by a worker, so
+    /// the argument above is unchanged.
+    fn wait_idle(&self, help: bool) -> Result<(), EngineError> {
         if self.idle() {
+            return Ok(());
+        }
+        if help && self.help() > 0 && self.idle() {
             return Ok(());
         }
         // As `Signal::wait`: look again for a short while before parking,
         // rarely (each look reads every shard of the completion counter).
         #[cfg(not(loom))]
         {
-            let start = std::time::Instant::now();
+            let mut start = std::time::Instant::now();
             while start.elapsed() < super::signal::SIGNAL_SPIN {
+                if help && self.help() > 0 {
+                    if self.idle() {
+                        return Ok(());
+                    }
+                    start = std::time::Instant::now();
+                    continue;
+                }
                 for _ in 0..256 {
                     std::hint::spin_loop();
                 }
@@ -590,11 +605,25 @@ impl Core {
         Ok(())
     }
 
+    /// Runs queued ordinary ops on the calling thread, which is not one of
+    /// this engine's, until none is queued; returns how many it ran.
+    fn help(&self) -> usize {
+        let mut ran = 0;
+        while let Some(op) = self.executor().take_for_helper() {
+            let ready = self.execute(op, None);
+            if !ready.is_empty() {
+                self.dispatch_all(ready, None);
+            }
+            ran += 1;
+        }
+        ran
+    }
+
     /// Waits for every op pushed so far; reports the first failure no wait
     /// has reported yet, and leaves every var clean.
     pub(crate) fn wait_all(&self) -> Result<(), EngineError> {
         self.check_blocking("wait_for_all")?;
-        self.wait_idle()?;
+        self.wait_idle(self.config.wait_helps)?;
         let entries = std::mem::take(&mut *self.failures.lock());
         let mut first = None;
         let mut others = 0;
@@ -638,11 +667,11 @@ impl Core {
     /// worker thread. Idempotent.
     pub(crate) fn shutdown(&self) {
         // Work pushed before (and by ops running during) the wait still runs.
-        let _ = self.wait_idle();
+        let _ = self.wait_idle(false);
         self.shut_down.store(true, Ordering::Release);
         fence(Ordering::SeqCst);
         // Ops pushed by other threads between the wait and the flag.
-        let _ = self.wait_idle();
+        let _ = self.wait_idle(false);
         self.executor().stop_and_join();
     }
 }

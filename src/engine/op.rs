@@ -276,7 +276,8 @@ impl OpCtx<'_> {
     }
 
     /// Index of the worker running the op within its pool, or `None` when it
-    /// runs inline on a pushing or completing thread.
+    /// runs inline on a pushing or completing thread, or on a thread helping
+    /// while it waits ([`EngineBuilder::help_while_waiting`](crate::EngineBuilder::help_while_waiting)).
     pub fn worker(&self) -> Option<usize> {
         self.worker
     }

@@ -90,6 +90,17 @@ impl Executor {
         }
     }
 
+    /// An ordinary queued op for a thread that helps while it waits
+    /// (`EngineBuilder::help_while_waiting`): from the CPU pool, or the
+    /// shared pool of the pooled executor.
+    pub(crate) fn take_for_helper(&self) -> Option<OpPtr> {
+        match self {
+            Executor::Naive => None,
+            Executor::Pooled(p) => p.take_for_helper(),
+            Executor::PerDevice(p) => p.take_for_helper(),
+        }
+    }
+
     pub(crate) fn stop_and_join(&self) {
         match self {
             Executor::Naive => {}

@@ -99,6 +99,12 @@ impl PerDevice {
             .chain(self.gpus.iter().flat_map(|d| [&d.compute, &d.copy]))
     }
 
+    /// Only the CPU pool's ops: the others are bound to their pool's
+    /// threads (priority order, copies, a simulated device).
+    pub(super) fn take_for_helper(&self) -> Option<super::super::op::OpPtr> {
+        self.cpu.shared.take_for_helper()
+    }
+
     pub(super) fn stop_and_join(&self) {
         for p in self.all() {
             p.stop_and_join();

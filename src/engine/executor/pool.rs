@@ -85,6 +85,32 @@ impl PoolShared {
         self.sleep.notify();
     }
 
+    /// An ordinary op for a thread that helps while it waits: from the
+    /// injector, else stolen from a worker; none while an op of another
+    /// priority is queued, which the workers serve first (rule 8).
+    pub(crate) fn take_for_helper(&self) -> Option<OpPtr> {
+        if self.prio_len.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        loop {
+            match self.injector.steal() {
+                Steal::Success(op) => return Some(op),
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+        for s in &self.stealers {
+            loop {
+                match s.steal() {
+                    Steal::Success(op) => return Some(op),
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
+            }
+        }
+        None
+    }
+
     /// True when the next slot may be used (see the module docs).
     pub(crate) fn slot_allowed(&self) -> bool {
         self.prio_len.load(Ordering::Relaxed) == 0

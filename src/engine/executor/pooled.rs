@@ -34,6 +34,10 @@ impl Pooled {
         }
     }
 
+    pub(super) fn take_for_helper(&self) -> Option<super::super::op::OpPtr> {
+        self.workers.shared.take_for_helper()
+    }
+
     pub(super) fn stop_and_join(&self) {
         self.workers.stop_and_join();
         self.io.stop_and_join();
