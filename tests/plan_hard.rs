@@ -82,6 +82,47 @@ fn exact_fits_perfect_packings_at_their_capacity() {
     }
 }
 
+/// Where improve's own searches (over coalesced tensors, no local search)
+/// reach the capacity, the exact mode takes their plan before any long
+/// search: it answers *fits* within the short search's 32 nodes per
+/// tensor. (Seed 2 is such a case; it took 134 thousand nodes before.)
+#[test]
+fn exact_takes_improves_plan_before_a_long_search() {
+    let mut settled = 0;
+    for seed in 1..=6 {
+        let recs = perfect_packing(120, 0x5A1E_0000 + seed);
+        let out = exact(
+            &recs,
+            None,
+            &ExactOptions {
+                capacity: Some(CAPACITY),
+                node_limit: 4_000_000,
+                ..ExactOptions::default()
+            },
+        );
+        assert_eq!(out.fits, Fits::Yes, "seed {seed}");
+        validate_offsets(&recs, None, &out.plan, 1).unwrap();
+        assert!(out.plan.total_size <= CAPACITY, "seed {seed}");
+        let seeded = improve(
+            &recs,
+            None,
+            &ImproveOptions {
+                iterations: 0,
+                ..ImproveOptions::default()
+            },
+        );
+        if seeded.total_size <= CAPACITY {
+            settled += 1;
+            assert!(
+                out.nodes <= 32 * recs.len() as u64,
+                "seed {seed}: {} search nodes",
+                out.nodes
+            );
+        }
+    }
+    assert!(settled >= 3, "only {settled} instances settled by improve");
+}
+
 /// Without a capacity the exact mode proves the optimum on the same
 /// instances: the lower bound, reached.
 #[test]
@@ -102,6 +143,46 @@ fn exact_proves_the_optimum_of_perfect_packings() {
         assert_eq!(out.plan.total_size, CAPACITY, "seed {seed}");
         assert_eq!(out.fits, Fits::Yes, "seed {seed}");
     }
+}
+
+/// Without a capacity too, where improve's own searches reach the lower
+/// bound the exact mode takes their plan (proven optimal) within the
+/// short search's 32 nodes per tensor, before any long search (seed 5
+/// took 15 thousand nodes before).
+#[test]
+fn exact_without_capacity_takes_improves_plan_at_the_bound() {
+    let mut settled = 0;
+    for seed in 1..=6 {
+        let recs = perfect_packing(100, 0x0B7E_0000 + seed);
+        let out = exact(
+            &recs,
+            None,
+            &ExactOptions {
+                node_limit: 8_000_000,
+                ..ExactOptions::default()
+            },
+        );
+        validate_offsets(&recs, None, &out.plan, 1).unwrap();
+        assert_eq!(out.plan.total_size, CAPACITY, "seed {seed}");
+        assert_eq!(out.fits, Fits::Yes, "seed {seed}");
+        let seeded = improve(
+            &recs,
+            None,
+            &ImproveOptions {
+                iterations: 0,
+                ..ImproveOptions::default()
+            },
+        );
+        if seeded.total_size <= CAPACITY {
+            settled += 1;
+            assert!(
+                out.nodes <= 32 * recs.len() as u64,
+                "seed {seed}: {} search nodes",
+                out.nodes
+            );
+        }
+    }
+    assert!(settled >= 3, "only {settled} instances settled by improve");
 }
 
 /// Alignment and conflict pairs are honoured by the search inside both

@@ -103,6 +103,19 @@ impl Budget {
         out
     }
 
+    /// Runs `f` with at most `nodes` of the nodes left (and all the time
+    /// left), then charges what it used.
+    pub(crate) fn limited<T>(&mut self, nodes: u64, f: impl FnOnce(&mut Budget) -> T) -> T {
+        let nodes_left = self.node_limit.saturating_sub(self.nodes);
+        let mut sub = Budget::new(self.deadline, nodes.min(nodes_left));
+        let out = f(&mut sub);
+        self.nodes += sub.nodes;
+        if self.nodes >= self.node_limit || self.deadline.is_some_and(|d| Instant::now() >= d) {
+            self.exhausted = true;
+        }
+        out
+    }
+
     fn tick(&mut self) -> bool {
         self.nodes += 1;
         if self.nodes >= self.node_limit {
@@ -619,5 +632,25 @@ mod tests {
         assert_eq!(search.plan().total_size, total);
         let mut budget = Budget::new(None, 10 * n as u64);
         assert_eq!(search.solve(total - 1, &mut budget), Fits::No);
+    }
+
+    /// A limited share stops the search at its own node count, charges
+    /// exactly what it used to the shared budget and leaves the rest.
+    #[test]
+    fn a_limited_share_caps_and_charges_its_nodes() {
+        let n = 300;
+        let records: Vec<UsageRecord> = (0..n)
+            .map(|i| UsageRecord::new(i as u64, 1 + i as u64 % 97, 0, 3))
+            .collect();
+        let total: u64 = records.iter().map(|r| r.size).sum();
+        let mut search = Search::new(&records, None, 1);
+        let mut budget = Budget::new(None, 10 * n as u64);
+        assert_eq!(
+            budget.limited(100, |b| search.solve(total, b)),
+            Fits::Unknown
+        );
+        assert_eq!(budget.nodes, 100);
+        assert!(!budget.exhausted);
+        assert_eq!(search.solve(total, &mut budget), Fits::Yes);
     }
 }
