@@ -114,6 +114,7 @@ pub fn exact(
             alignment: align,
             iterations: 0,
             search: false,
+            ruin_steps: 0,
             ..ImproveOptions::default()
         },
     );
@@ -133,6 +134,11 @@ pub fn exact(
                     usize::MAX
                 } else {
                     ImproveOptions::default().iterations
+                },
+                ruin_steps: if left.is_some() {
+                    usize::MAX
+                } else {
+                    ImproveOptions::default().ruin_steps
                 },
                 ..ImproveOptions::default()
             },

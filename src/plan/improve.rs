@@ -6,7 +6,9 @@
 //! (the bound first, then bisection); then a local search that moves the
 //! tensors that set the arena's height earlier in the best order found and
 //! places again only what follows the first change. It starts from greedy
-//! by size, so it is never worse than it.
+//! by size, so it is never worse than it. Last, without conflict pairs, a
+//! ruin-and-recreate search (the `ruin` module) lifts bands of tensors out
+//! around the peak of the best plan and places them again.
 //!
 //! When coalescing halves the records (see the `coalesce` module), all of
 //! that runs first over the coalesced records, and again over a second
@@ -24,6 +26,7 @@ use super::exact::Fits;
 use super::lower_bound::{lower_bound, task_breadths, task_profiles};
 use super::offsets::{Fit, Placer};
 use super::records::UsageRecord;
+use super::ruin::Ruin;
 use super::search::{Budget, Search};
 use super::{order_by_size, OffsetsAssignment};
 use crate::util::rng::SplitMix64;
@@ -43,6 +46,11 @@ pub struct ImproveOptions {
     /// After the fixed orders, run bounded canonical searches (the exact
     /// mode's search with a small node budget) for a smaller total.
     pub search: bool,
+    /// Ruin-and-recreate steps on the best plan at the end (each lifts out
+    /// and places again a band of tensors around the peak; well under a
+    /// millisecond at 10,000 tensors). With a time limit they get the last
+    /// third of it, and stop there whatever this says.
+    pub ruin_steps: usize,
 }
 
 impl Default for ImproveOptions {
@@ -53,6 +61,7 @@ impl Default for ImproveOptions {
             time_limit: None,
             seed: 0x9E37_79B9,
             search: true,
+            ruin_steps: 1000,
         }
     }
 }
@@ -147,7 +156,49 @@ fn skyline_ranks(records: &[UsageRecord]) -> Vec<Vec<usize>> {
 /// then over the records themselves, each with an equal share of the time
 /// left, and keeps the smallest plan. Below that the coalesced search
 /// rarely beats the plain one, which keeps all the time.
+///
+/// Then, without conflict pairs, up to `ruin_steps` ruin-and-recreate
+/// steps improve the best plan, in the last third of the time limit.
 pub fn improve(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    options: &ImproveOptions,
+) -> OffsetsAssignment {
+    let start = Instant::now();
+    let plain = conflicts.is_none_or(|c| (0..c.len()).all(|i| c.of(i).is_empty()));
+    let ruin = plain && options.ruin_steps > 0 && records.len() > 1;
+    let mut searches = options.clone();
+    if ruin {
+        // A third for the ruin steps: on 10,000-tensor perfect packings the
+        // searches lose little with two thirds of 0.9 s, and the ruin steps
+        // gain 0.01 to 0.05 of the bound (a half for them was worse on some).
+        searches.time_limit = options.time_limit.map(|t| t * 2 / 3);
+    }
+    let plan = search_all(records, conflicts, &searches);
+    let bound = lower_bound(records);
+    if !ruin || plan.total_size <= bound {
+        return plan;
+    }
+    let mut search = Ruin::new(records, options.alignment, &plan, options.seed);
+    search.run(
+        options.ruin_steps,
+        options.time_limit.map(|t| start + t),
+        bound,
+    );
+    let ruined = search.plan();
+    debug_assert!(
+        super::validate_offsets(records, conflicts, &ruined, options.alignment).is_ok(),
+        "ruin and recreate made an invalid plan"
+    );
+    if ruined.total_size < plan.total_size {
+        ruined
+    } else {
+        plan
+    }
+}
+
+/// The searches of [`improve`] before the ruin-and-recreate steps.
+fn search_all(
     records: &[UsageRecord],
     conflicts: Option<&Conflicts>,
     options: &ImproveOptions,
