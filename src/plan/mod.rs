@@ -49,6 +49,7 @@ mod offsets;
 mod records;
 mod ruin;
 mod search;
+mod split;
 mod svg;
 pub mod synthetic;
 mod validate;
