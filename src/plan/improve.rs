@@ -30,7 +30,7 @@ use super::offsets::{Fit, Placer};
 use super::records::UsageRecord;
 use super::ruin::Ruin;
 use super::search::{Budget, Search};
-use super::split::{independent_cut, plan_split, MIN_SPLIT};
+use super::split::{independent_cut, plan_sparse, plan_split, sparse_cut, MIN_SPLIT};
 use super::{order_by_size, OffsetsAssignment};
 use crate::util::rng::SplitMix64;
 
@@ -162,7 +162,9 @@ fn skyline_ranks(records: &[UsageRecord]) -> Vec<Vec<usize>> {
 ///
 /// Before all that, without conflict pairs and from 2,000 records on, when
 /// some op has no tensor alive across it, the records before and after it
-/// are planned apart (see the `split` module), each in this way.
+/// are planned apart (see the `split` module), each in this way; failing
+/// that, at an op that at most eight tensors live across, one side after
+/// the other (the result no worse than greedy by size).
 ///
 /// Then, without conflict pairs, up to `ruin_steps` ruin-and-recreate
 /// steps improve the best plan, in the last fifth of the time limit.
@@ -176,6 +178,21 @@ pub fn improve(
     if plain && records.len() >= MIN_SPLIT {
         if let Some(cut) = independent_cut(records) {
             return plan_split(records, cut, options);
+        }
+        if let Some(cut) = sparse_cut(records) {
+            // Fitting one side around tensors the other placed may come out
+            // worse than greedy by size, which improve never is.
+            let greedy = super::offsets_greedy_by_size(records, None, options.alignment);
+            let mut rest = options.clone();
+            rest.time_limit = options
+                .time_limit
+                .map(|t| t.saturating_sub(start.elapsed()));
+            let split = plan_sparse(records, cut, &rest);
+            return if split.total_size <= greedy.total_size {
+                split
+            } else {
+                greedy
+            };
         }
     }
     let ruin = plain && options.ruin_steps > 0 && records.len() > 1;

@@ -55,6 +55,8 @@ pub(crate) struct Ruin<'a> {
     adj: Vec<Vec<usize>>,
     /// Whether a band tensor has been placed again in this step.
     done: Vec<bool>,
+    /// Tensors that never move (see [`freeze`](Self::freeze)).
+    frozen: Vec<bool>,
 }
 
 /// The arena's height and how many tensors reach it.
@@ -102,7 +104,13 @@ impl<'a> Ruin<'a> {
             busy: Vec::new(),
             adj: super::conflicts::neighbors(records, None),
             done: vec![false; n],
+            frozen: vec![false; n],
         }
+    }
+
+    /// Keeps tensor `i` where it is: no band takes it.
+    pub(crate) fn freeze(&mut self, i: usize) {
+        self.frozen[i] = true;
     }
 
     /// The current plan.
@@ -205,7 +213,7 @@ impl<'a> Ruin<'a> {
         let end = self.by_first.partition_point(|&i| records[i].first <= hi);
         for &i in &self.by_first[..end] {
             let q = &records[i];
-            if q.size > 0 && q.last >= lo && self.offsets[i] + q.size > level {
+            if q.size > 0 && q.last >= lo && self.offsets[i] + q.size > level && !self.frozen[i] {
                 self.band.push(i);
             }
         }
@@ -368,6 +376,25 @@ mod tests {
         let plan = ruin.plan();
         validate_offsets(&records, None, &plan, 1).unwrap();
         assert_eq!(plan.total_size, 8);
+    }
+
+    /// A frozen tensor stays put: with the top tensor frozen, nothing can
+    /// lower the arena, and the steps move only the others.
+    #[test]
+    fn frozen_tensors_stay_put() {
+        let records = vec![
+            UsageRecord::new(0, 4, 0, 1),
+            UsageRecord::new(1, 4, 0, 1),
+            UsageRecord::new(2, 8, 2, 3),
+        ];
+        let bad = OffsetsAssignment::from_offsets(&records, vec![0, 8, 0]);
+        let mut ruin = Ruin::new(&records, 1, &bad, 7);
+        ruin.freeze(1);
+        ruin.run(50, None, lower_bound(&records));
+        let plan = ruin.plan();
+        validate_offsets(&records, None, &plan, 1).unwrap();
+        assert_eq!(plan.offsets[1], 8);
+        assert_eq!(plan.total_size, 12);
     }
 
     /// From greedy by size's plan of cut rectangles (which misses the
