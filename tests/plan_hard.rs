@@ -237,3 +237,28 @@ fn improve_is_within_20_percent_on_2000_tensor_perfect_packings() {
         );
     }
 }
+
+/// The ruin-and-recreate steps at the end of `improve` find the optimum
+/// of a cut rectangle that the searches before them miss by one KiB
+/// (deterministic options: no clock).
+#[test]
+fn ruin_steps_reach_the_bound_the_searches_miss() {
+    let recs = perfect_packing(150, 0x7000_0002);
+    let lb = lower_bound(&recs);
+    let without = improve(
+        &recs,
+        None,
+        &ImproveOptions {
+            ruin_steps: 0,
+            ..ImproveOptions::default()
+        },
+    );
+    validate_offsets(&recs, None, &without, 1).unwrap();
+    assert!(
+        without.total_size > lb,
+        "the searches alone reach the bound"
+    );
+    let with = improve(&recs, None, &ImproveOptions::default());
+    validate_offsets(&recs, None, &with, 1).unwrap();
+    assert_eq!(with.total_size, lb);
+}

@@ -240,6 +240,7 @@ fn exact_searches_past_the_heuristics() {
             &ImproveOptions {
                 iterations: 0,
                 search: false,
+                ruin_steps: 0,
                 ..ImproveOptions::default()
             },
         )

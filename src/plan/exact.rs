@@ -123,6 +123,7 @@ pub fn exact(
             alignment: align,
             iterations: 0,
             search: false,
+            ruin_steps: 0,
             ..ImproveOptions::default()
         },
     );
@@ -142,6 +143,11 @@ pub fn exact(
                     usize::MAX
                 } else {
                     ImproveOptions::default().iterations
+                },
+                ruin_steps: if left.is_some() {
+                    usize::MAX
+                } else {
+                    ImproveOptions::default().ruin_steps
                 },
                 ..ImproveOptions::default()
             },

@@ -47,7 +47,9 @@ pub mod multidim;
 mod naive;
 mod offsets;
 mod records;
+mod ruin;
 mod search;
+mod split;
 mod svg;
 pub mod synthetic;
 mod validate;
@@ -345,6 +347,7 @@ pub fn plan(records: &[UsageRecord], strategy: Strategy, options: &PlanOptions) 
                 // the lower bound) rather than for a fixed step count.
                 o.time_limit = Some(t);
                 o.iterations = usize::MAX;
+                o.ruin_steps = usize::MAX;
             }
             Plan::Offsets(improve(records, c, &o))
         }
