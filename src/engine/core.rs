@@ -564,45 +564,79 @@ impl Core {
     /// With `help`, the caller first runs queued ops itself (see
     /// `EngineBuilder::help_while_waiting`), and again whenever its spin
     /// finds more; an op it runs is completed like one run by a worker, so
-    /// the argument above is unchanged.
+    /// the argument above is unchanged. A helper parks for at most
+    /// `HELPER_NAP` at a time and then looks for queued ops again: a lost
+    /// wake-up costs it one nap, never a hang.
     fn wait_idle(&self, help: bool) -> Result<(), EngineError> {
         if self.idle() {
             return Ok(());
         }
-        if help && self.help() > 0 && self.idle() {
-            return Ok(());
-        }
-        // As `Signal::wait`: look again for a short while before parking,
-        // rarely (each look reads every shard of the completion counter).
-        #[cfg(not(loom))]
-        {
-            let mut start = std::time::Instant::now();
-            while start.elapsed() < super::signal::SIGNAL_SPIN {
-                if help && self.help() > 0 {
+        let mut first = true;
+        loop {
+            let ran = help && self.help() > 0;
+            if ran && self.idle() {
+                return Ok(());
+            }
+            // A helper back from a nap that found nothing goes straight
+            // back to sleep: spinning after every nap would keep a core
+            // busy through long ops.
+            let spin = std::mem::replace(&mut first, false) || ran;
+            #[cfg(not(loom))]
+            if spin && self.spin_until_idle(help) {
+                return Ok(());
+            }
+            // loom models no clock: no spin, straight to the park below.
+            #[cfg(loom)]
+            let _ = spin;
+            self.idle_waiters.fetch_add(1, Ordering::SeqCst);
+            let idle = {
+                let mut g = self.idle_lock.lock();
+                loop {
                     if self.idle() {
-                        return Ok(());
+                        break true;
                     }
-                    start = std::time::Instant::now();
-                    continue;
+                    // A helper naps instead of sleeping until idle: ops
+                    // may be queued again before the engine is idle, and
+                    // nothing else would wake it for them.
+                    #[cfg(not(loom))]
+                    if help {
+                        let _ = self.idle_cv.wait_for(&mut g, HELPER_NAP);
+                        break self.idle();
+                    }
+                    self.idle_cv.wait(&mut g);
                 }
-                for _ in 0..256 {
-                    std::hint::spin_loop();
-                }
+            };
+            self.idle_waiters.fetch_sub(1, Ordering::SeqCst);
+            if idle {
+                return Ok(());
+            }
+        }
+    }
+
+    /// As `Signal::wait`: looks again for a short while before parking,
+    /// rarely (each look reads every shard of the completion counter);
+    /// a helper runs whatever it finds queued meanwhile. True when the
+    /// engine became idle.
+    #[cfg(not(loom))]
+    fn spin_until_idle(&self, help: bool) -> bool {
+        let mut start = std::time::Instant::now();
+        while start.elapsed() < super::signal::SIGNAL_SPIN {
+            if help && self.help() > 0 {
                 if self.idle() {
-                    return Ok(());
+                    return true;
                 }
-                std::thread::yield_now();
+                start = std::time::Instant::now();
+                continue;
             }
-        }
-        self.idle_waiters.fetch_add(1, Ordering::SeqCst);
-        {
-            let mut g = self.idle_lock.lock();
-            while !self.idle() {
-                self.idle_cv.wait(&mut g);
+            for _ in 0..256 {
+                std::hint::spin_loop();
             }
+            if self.idle() {
+                return true;
+            }
+            std::thread::yield_now();
         }
-        self.idle_waiters.fetch_sub(1, Ordering::SeqCst);
-        Ok(())
+        false
     }
 
     /// Runs queued ordinary ops on the calling thread, which is not one of
@@ -675,6 +709,13 @@ impl Core {
         self.executor().stop_and_join();
     }
 }
+
+/// How long a waiter that helps (`EngineBuilder::help_while_waiting`)
+/// parks before it looks for queued ops again. Long enough that a waiter
+/// with nothing to run costs little CPU, short enough that work released
+/// while it sleeps waits for it at most this long.
+#[cfg(not(loom))]
+const HELPER_NAP: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// Runs a body, turning an error or a panic into an outcome.
 fn run_caught(f: impl FnOnce() -> OpResult) -> Outcome {

@@ -10,7 +10,9 @@
 //! ruin-and-recreate search (the `ruin` module) lifts bands of tensors out
 //! around the peak of the best plan and places them again.
 //! Large traces are first split at ops that no tensor lives across (the
-//! `split` module), and each side is planned so.
+//! `split` module), and each side is planned so; where there is no such
+//! op, at one that a few tensors cross, the far side being placed around
+//! them (kept only when better than greedy by size).
 //!
 //! When coalescing halves the records (see the `coalesce` module), all of
 //! that runs first over the coalesced records, and again over a second
