@@ -187,16 +187,7 @@ pub fn exact(
             // bounded canonical search), without its local search: where
             // the plain search needs millions of nodes, they often reach
             // the capacity within milliseconds.
-            let seeded = improve(
-                records,
-                conflicts,
-                &ImproveOptions {
-                    alignment: align,
-                    iterations: 0,
-                    time_limit: budget.time_left().map(|t| t / 10),
-                    ..ImproveOptions::default()
-                },
-            );
+            let seeded = improve_searches(records, conflicts, align, &budget);
             if seeded.total_size <= cap {
                 return yes(seeded, budget.nodes);
             }
@@ -258,16 +249,7 @@ pub fn exact(
                 }
             }
             if best.total_size > low {
-                let seeded = improve(
-                    records,
-                    conflicts,
-                    &ImproveOptions {
-                        alignment: align,
-                        iterations: 0,
-                        time_limit: budget.time_left().map(|t| t / 10),
-                        ..ImproveOptions::default()
-                    },
-                );
+                let seeded = improve_searches(records, conflicts, align, &budget);
                 if seeded.total_size < best.total_size {
                     best = seeded;
                 }
@@ -373,4 +355,26 @@ fn core_first(
         }
     }
     None
+}
+
+/// `improve`'s own searches (over coalesced tensors, and a bounded
+/// canonical search) without its local search, in a tenth of the time
+/// left: on MiniMalloc's traces they reach the target within milliseconds
+/// where the plain search needs millions of nodes.
+fn improve_searches(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    align: u64,
+    budget: &Budget,
+) -> OffsetsAssignment {
+    improve(
+        records,
+        conflicts,
+        &ImproveOptions {
+            alignment: align,
+            iterations: 0,
+            time_limit: budget.time_left().map(|t| t / 10),
+            ..ImproveOptions::default()
+        },
+    )
 }
