@@ -46,6 +46,7 @@ mod min_cost_flow;
 pub mod multidim;
 mod naive;
 mod offsets;
+mod perturb;
 mod records;
 mod ruin;
 mod search;
