@@ -28,6 +28,33 @@ pub fn place_in_order(
     Placer::new(records, conflicts, alignment).place(order, fit)
 }
 
+/// The offset for a tensor of `size` among `busy` (the ranges of the placed
+/// tensors it may not share memory with, sorted by start): the smallest gap
+/// that holds it (best fit) or the lowest (first fit), else on top of them
+/// all. Gaps are scanned exactly as TFLite's greedy by size does: `prev` is
+/// the aligned top of all busy ranges so far.
+pub(crate) fn gap_offset(
+    busy: impl Iterator<Item = (u64, u64)>,
+    size: u64,
+    alignment: u64,
+    fit: Fit,
+) -> u64 {
+    let mut prev = 0u64;
+    let mut best: Option<(u64, u64)> = None; // (gap, offset)
+    for (start, end) in busy {
+        if start >= prev && start - prev >= size {
+            if fit == Fit::First {
+                return prev;
+            }
+            if best.is_none_or(|(g, _)| start - prev < g) {
+                best = Some((start - prev, prev));
+            }
+        }
+        prev = prev.max(end.div_ceil(alignment) * alignment);
+    }
+    best.map_or(prev, |(_, o)| o)
+}
+
 /// Placement with the neighbour lists computed once, for strategies that try
 /// many orders.
 pub(crate) struct Placer<'a> {
@@ -98,36 +125,7 @@ impl<'a> Placer<'a> {
                 }
             }
             self.busy.sort_unstable();
-            // Scan the gaps below each busy range in offset order, exactly as
-            // TFLite's greedy by size does: `prev` is the aligned top of all
-            // busy ranges so far.
-            let mut prev = 0u64;
-            let mut best: Option<(u64, u64)> = None; // (gap, offset)
-            for k in 0..self.busy.len() {
-                let (start, end) = self.busy[k];
-                if start >= prev {
-                    let gap = start - prev;
-                    if gap >= size {
-                        match fit {
-                            Fit::Best => {
-                                if best.is_none_or(|(g, _)| gap < g) {
-                                    best = Some((gap, prev));
-                                }
-                            }
-                            Fit::First => {
-                                if best.is_none() {
-                                    best = Some((gap, prev));
-                                }
-                            }
-                        }
-                    }
-                }
-                prev = prev.max(self.align(end));
-                if fit == Fit::First && best.is_some() {
-                    break;
-                }
-            }
-            let offset = best.map_or(prev, |(_, o)| o);
+            let offset = gap_offset(self.busy.iter().copied(), size, self.alignment, fit);
             self.offsets[i] = offset;
             self.placed[i] = true;
             total = total.max(offset + size);

@@ -22,6 +22,7 @@
 use std::cmp::Reverse;
 use std::time::Instant;
 
+use super::offsets::{gap_offset, Fit};
 use super::records::UsageRecord;
 use super::OffsetsAssignment;
 use crate::util::rng::SplitMix64;
@@ -155,14 +156,18 @@ impl<'a> Ruin<'a> {
             .extend(self.band.iter().map(|&i| self.offsets[i]));
         self.collect_fixed();
         self.moved.clear();
-        let best_fit = self.rng.below(2) == 0;
+        let fit = if self.rng.below(2) == 0 {
+            Fit::Best
+        } else {
+            Fit::First
+        };
         for k in 0..self.band.len() {
             let i = self.band[k];
             let r = &self.records[i];
             let o = if self.adj[i].len() * 8 < self.fixed.len() {
-                self.gap_by_neighbours(i, best_fit)
+                self.gap_by_neighbours(i, fit)
             } else {
-                self.gap(r, best_fit)
+                self.gap(r, fit)
             };
             self.offsets[i] = o;
             self.done[i] = true;
@@ -284,7 +289,7 @@ impl<'a> Ruin<'a> {
 
     /// [`gap`](Self::gap) for a tensor with few neighbours next to the
     /// fixed list: its neighbours that stay or have moved, sorted.
-    fn gap_by_neighbours(&mut self, i: usize, best_fit: bool) -> u64 {
+    fn gap_by_neighbours(&mut self, i: usize, fit: Fit) -> u64 {
         self.busy.clear();
         for &j in &self.adj[i] {
             if !self.in_band[j] || self.done[j] {
@@ -293,18 +298,18 @@ impl<'a> Ruin<'a> {
             }
         }
         self.busy.sort_unstable();
-        first_or_best(
+        gap_offset(
             self.busy.iter().copied(),
             self.records[i].size,
             self.align,
-            best_fit,
+            fit,
         )
     }
 
     /// The offset for `r` among the fixed and the already moved tensors
     /// alive with it: the smallest (best fit) or lowest (first fit) gap
     /// that holds it, else on top of them all.
-    fn gap(&self, r: &UsageRecord, best_fit: bool) -> u64 {
+    fn gap(&self, r: &UsageRecord, fit: Fit) -> u64 {
         let live = |s: &&Slot| s.2 <= r.last && s.3 >= r.first;
         let mut a = self.fixed.iter().filter(live).peekable();
         let mut b = self.moved.iter().filter(live).peekable();
@@ -318,37 +323,8 @@ impl<'a> Ruin<'a> {
             };
             next.map(|s| (s.0, s.1))
         });
-        first_or_best(merged, r.size, self.align, best_fit)
+        gap_offset(merged, r.size, self.align, fit)
     }
-}
-
-/// The gap for a tensor of `size` among `busy` (ranges sorted by start),
-/// as greedy by size scans them: the smallest (best fit) or lowest (first
-/// fit) gap that holds it, else on top of them all.
-fn first_or_best(
-    busy: impl Iterator<Item = (u64, u64)>,
-    size: u64,
-    align: u64,
-    best_fit: bool,
-) -> u64 {
-    let mut prev = 0u64;
-    let mut best: Option<(u64, u64)> = None;
-    for (start, end) in busy {
-        if start >= prev && start - prev >= size {
-            if !best_fit {
-                return prev;
-            }
-            if best.is_none_or(|(g, _)| start - prev < g) {
-                best = Some((start - prev, prev));
-            }
-        }
-        prev = prev.max(if align > 1 {
-            end.div_ceil(align) * align
-        } else {
-            end
-        });
-    }
-    best.map_or(prev, |(_, o)| o)
 }
 
 #[cfg(test)]
