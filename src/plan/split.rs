@@ -30,13 +30,21 @@ pub(crate) const MIN_SPLIT: usize = 2000;
 /// At most this many tensors may live across a sparse cut.
 const MAX_CROSSING: usize = 8;
 
-/// The op `t` (the sides: tensors starting before `t`, tensors ending at or
-/// after it) with the fewest bytes alive across it, at most
-/// `MAX_CROSSING` tensors, and at least a twentieth of the records on
-/// either side; None if there is none.
-pub(crate) fn sparse_cut(records: &[UsageRecord]) -> Option<usize> {
-    let n = records.len();
-    let ops = records.iter().map(|r| r.last + 1).max()?;
+/// What lives across the boundary before op `t` (alive at `t - 1` and at
+/// `t`), and how many tensors start before `t`.
+struct Boundary {
+    t: usize,
+    alive: usize,
+    bytes: u128,
+    before: usize,
+}
+
+/// Every boundary of the records' ops, `t` from 1 to the last op, by
+/// difference arrays: one sweep that both cut finders read.
+fn boundaries(records: &[UsageRecord]) -> Vec<Boundary> {
+    let Some(ops) = records.iter().map(|r| r.last + 1).max() else {
+        return Vec::new();
+    };
     let mut count = vec![0i64; ops + 1];
     let mut bytes = vec![0i128; ops + 1];
     let mut starts = vec![0usize; ops + 1];
@@ -47,19 +55,37 @@ pub(crate) fn sparse_cut(records: &[UsageRecord]) -> Option<usize> {
         bytes[r.last + 1] -= r.size as i128;
         starts[r.first + 1] += 1;
     }
-    let mut best: Option<(i128, usize)> = None;
     let (mut c, mut b, mut before) = (0i64, 0i128, 0usize);
-    for t in 1..ops {
-        c += count[t];
-        b += bytes[t];
-        before += starts[t];
-        let after = n - before + c as usize;
-        if c as usize <= MAX_CROSSING
-            && 20 * before >= n
+    (1..ops)
+        .map(|t| {
+            c += count[t];
+            b += bytes[t];
+            before += starts[t];
+            Boundary {
+                t,
+                alive: c as usize,
+                bytes: b as u128,
+                before,
+            }
+        })
+        .collect()
+}
+
+/// The op `t` (the sides: tensors starting before `t`, tensors ending at or
+/// after it) with the fewest bytes alive across it, at most
+/// `MAX_CROSSING` tensors, and at least a twentieth of the records on
+/// either side; None if there is none.
+pub(crate) fn sparse_cut(records: &[UsageRecord]) -> Option<usize> {
+    let n = records.len();
+    let mut best: Option<(u128, usize)> = None;
+    for x in boundaries(records) {
+        let after = n - x.before + x.alive;
+        if x.alive <= MAX_CROSSING
+            && 20 * x.before >= n
             && 20 * after >= n
-            && best.is_none_or(|(bb, _)| b < bb)
+            && best.is_none_or(|(bb, _)| x.bytes < bb)
         {
-            best = Some((b, t));
+            best = Some((x.bytes, x.t));
         }
     }
     best.map(|(_, t)| t)
@@ -163,24 +189,11 @@ fn around(
 /// None if every op has one.
 pub(crate) fn independent_cut(records: &[UsageRecord]) -> Option<usize> {
     let n = records.len();
-    let ops = records.iter().map(|r| r.last + 1).max()?;
-    // Tensors alive across each boundary t (alive at t - 1 and at t), and
-    // how many start before t, by difference arrays.
-    let mut across = vec![0i64; ops + 1];
-    let mut starts = vec![0usize; ops + 1];
-    for r in records {
-        across[r.first + 1] += 1;
-        across[r.last + 1] -= 1;
-        starts[r.first + 1] += 1;
-    }
     let mut best: Option<(usize, usize)> = None;
-    let (mut alive, mut before) = (0i64, 0usize);
-    for t in 1..ops {
-        alive += across[t];
-        before += starts[t];
-        let smaller = before.min(n - before);
-        if alive == 0 && smaller > 0 && best.is_none_or(|(s, _)| smaller > s) {
-            best = Some((smaller, t));
+    for x in boundaries(records) {
+        let smaller = x.before.min(n - x.before);
+        if x.alive == 0 && smaller > 0 && best.is_none_or(|(s, _)| smaller > s) {
+            best = Some((smaller, x.t));
         }
     }
     best.map(|(_, t)| t)
