@@ -333,18 +333,26 @@ mod tests {
     use crate::plan::synthetic::perfect_packing;
     use crate::plan::{lower_bound, offsets_greedy_by_size, validate_offsets};
 
-    /// Two tensors alive together sit one on another where the one after
-    /// them, twice as tall, would fit on the floor: a plan with a needless
-    /// gap under the top tensor (height 12, optimum 8). Its band (the top
-    /// tensor, or more) goes back into the gap.
-    #[test]
-    fn a_tensor_over_a_gap_comes_down() {
+    /// Two tensors alive together, one on the other, and after them one
+    /// twice as tall put on top instead of on the floor (height 12, optimum
+    /// 8).
+    fn tensor_over_a_gap() -> (Vec<UsageRecord>, OffsetsAssignment) {
         let records = vec![
             UsageRecord::new(0, 4, 0, 1),
             UsageRecord::new(1, 4, 0, 1),
             UsageRecord::new(2, 8, 2, 3),
         ];
         let bad = OffsetsAssignment::from_offsets(&records, vec![0, 8, 0]);
+        (records, bad)
+    }
+
+    /// Two tensors alive together sit one on another where the one after
+    /// them, twice as tall, would fit on the floor: a plan with a needless
+    /// gap under the top tensor (height 12, optimum 8). Its band (the top
+    /// tensor, or more) goes back into the gap.
+    #[test]
+    fn a_tensor_over_a_gap_comes_down() {
+        let (records, bad) = tensor_over_a_gap();
         validate_offsets(&records, None, &bad, 1).unwrap();
         assert_eq!(bad.total_size, 12);
         let mut ruin = Ruin::new(&records, 1, &bad, 7);
@@ -358,12 +366,7 @@ mod tests {
     /// lower the arena, and the steps move only the others.
     #[test]
     fn frozen_tensors_stay_put() {
-        let records = vec![
-            UsageRecord::new(0, 4, 0, 1),
-            UsageRecord::new(1, 4, 0, 1),
-            UsageRecord::new(2, 8, 2, 3),
-        ];
-        let bad = OffsetsAssignment::from_offsets(&records, vec![0, 8, 0]);
+        let (records, bad) = tensor_over_a_gap();
         let mut ruin = Ruin::new(&records, 1, &bad, 7);
         ruin.freeze(1);
         ruin.run(50, None, lower_bound(&records));

@@ -616,16 +616,23 @@ impl<'a> Search<'a> {
 mod tests {
     use super::*;
 
+    /// `n` tensors all alive at every op, and their total size: a plan
+    /// exists only as one full stack.
+    fn full_stack(n: usize) -> (Vec<UsageRecord>, u64) {
+        let records: Vec<UsageRecord> = (0..n)
+            .map(|i| UsageRecord::new(i as u64, 1 + i as u64 % 97, 0, 3))
+            .collect();
+        let total = records.iter().map(|r| r.size).sum();
+        (records, total)
+    }
+
     /// Every tensor alive at every op: one part, no cut, and a plan only as
     /// a full stack, so the search dives once per tensor. A test thread's
     /// small stack must not limit that depth.
     #[test]
     fn deep_dives_do_not_depend_on_the_callers_stack() {
         let n = 3000;
-        let records: Vec<UsageRecord> = (0..n)
-            .map(|i| UsageRecord::new(i as u64, 1 + i as u64 % 97, 0, 3))
-            .collect();
-        let total: u64 = records.iter().map(|r| r.size).sum();
+        let (records, total) = full_stack(n);
         let mut search = Search::new(&records, None, 1);
         let mut budget = Budget::new(None, 10 * n as u64);
         assert_eq!(search.solve(total, &mut budget), Fits::Yes);
@@ -639,10 +646,7 @@ mod tests {
     #[test]
     fn a_limited_share_caps_and_charges_its_nodes() {
         let n = 300;
-        let records: Vec<UsageRecord> = (0..n)
-            .map(|i| UsageRecord::new(i as u64, 1 + i as u64 % 97, 0, 3))
-            .collect();
-        let total: u64 = records.iter().map(|r| r.size).sum();
+        let (records, total) = full_stack(n);
         let mut search = Search::new(&records, None, 1);
         let mut budget = Budget::new(None, 10 * n as u64);
         assert_eq!(
