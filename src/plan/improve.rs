@@ -1,7 +1,8 @@
-//! An offset planner that searches over placement orders: several orders
-//! (by size, by area, by lifetime, by first use, by breadth) with best-fit
-//! and first-fit gaps, and skyline placements (the tensor with the lowest
-//! possible offset first) under four rankings; then, when that is above the
+//! An offset planner that searches over placement orders: greedy by size's
+//! order, skyline placements (the tensor with the lowest possible offset
+//! first) under four rankings, and several more orders (by size, by area,
+//! by lifetime, by first use, by breadth) with best-fit and first-fit gaps;
+//! then, when that is above the
 //! lower bound, the exact mode's canonical search under a small node budget
 //! (the bound first, then bisection); then a local search that moves the
 //! tensors that set the arena's height earlier in the best order found and
@@ -15,9 +16,10 @@
 //! them (kept only when better than greedy by size).
 //!
 //! When coalescing halves the records (see the `coalesce` module), all of
-//! that runs first over the coalesced records, and again over a second
+//! that runs over the coalesced records instead, and again over a second
 //! coalescing that also matches ambiguous chains when that merges more,
-//! each with an equal share of the time: on large hard traces the fewer,
+//! each with an equal share of the time, and the records themselves only
+//! get greedy by size: on large hard traces the fewer,
 //! larger records are what gets within 20% of the bound (10,000
 //! cut-rectangle tensors, seed 3: 1.16 with both, 1.23 with the first
 //! alone, 1.35 with neither, in 0.9 s).
@@ -157,21 +159,23 @@ fn skyline_ranks(records: &[UsageRecord]) -> Vec<Vec<usize>> {
 ///
 /// Without conflicts, when coalescing (tensors with one lifetime stacked,
 /// equal tensors with abutting lifetimes chained, see the `coalesce` module)
-/// at least halves the records, it first searches over the coalesced
-/// records, then over the matched coalescing if that has fewer records,
-/// then over the records themselves, each with an equal share of the time
-/// left, and keeps the smallest plan. Below that the coalesced search
-/// rarely beats the plain one, which keeps all the time.
+/// at least halves the records, it searches over the coalesced records,
+/// then over the matched coalescing if that has fewer records, each with an
+/// equal share of the time left, and keeps the smallest plan, or greedy by
+/// size over the records themselves if that is smaller. Below that the
+/// coalesced search rarely beats the plain one, which keeps all the time.
 ///
 /// Before all that, without conflict pairs and from 2,000 records on, when
 /// some op has no tensor alive across it, the records before and after it
 /// are planned apart (see the `split` module), each in this way; failing
-/// that, at an op that at most eight tensors live across, one side after
-/// the other (the result no worse than greedy by size).
+/// that, at an op that at most eight tensors of at most half the lower
+/// bound live across, one side after the other (the result no worse than
+/// greedy by size).
 ///
-/// Under a time limit, a local search that has not lowered the arena by
-/// four fifths of its share spends the rest on skyline placements under
-/// randomly perturbed rankings (see the `perturb` module).
+/// Under a time limit, a local search that has not lowered the arena in
+/// the first fifth of what is left when it starts spends the rest on
+/// skyline placements under randomly perturbed rankings (see the `perturb`
+/// module).
 ///
 /// Then, without conflict pairs, up to `ruin_steps` ruin-and-recreate
 /// steps improve the best plan, in the last fifth of the time limit.
@@ -179,6 +183,18 @@ pub fn improve(
     records: &[UsageRecord],
     conflicts: Option<&Conflicts>,
     options: &ImproveOptions,
+) -> OffsetsAssignment {
+    improve_with(records, conflicts, options, true)
+}
+
+/// [`improve`], kept never worse than greedy by size only when `floor`:
+/// a caller that compares with greedy by size over more records anyway
+/// (see `split::plan_sparse`) saves computing it again over these.
+pub(crate) fn improve_with(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    options: &ImproveOptions,
+    floor: bool,
 ) -> OffsetsAssignment {
     let start = Instant::now();
     let plain = conflicts.is_none_or(|c| (0..c.len()).all(|i| c.of(i).is_empty()));
@@ -213,7 +229,7 @@ pub fn improve(
         Some(t) if ruin => t / 5,
         _ => Duration::ZERO,
     };
-    let plan = search_all(records, conflicts, options, reserve);
+    let plan = search_all(records, conflicts, options, reserve, floor);
     let bound = lower_bound(records);
     if !ruin || plan.total_size <= bound {
         return plan;
@@ -237,13 +253,14 @@ pub fn improve(
 }
 
 /// The searches of [`improve`] before the ruin-and-recreate steps, leaving
-/// `reserve` of the time limit unused: the last search is that much
-/// shorter.
+/// `reserve` of the time limit unused. Greedy by size over `records` is
+/// among the candidates only when `floor`.
 fn search_all(
     records: &[UsageRecord],
     conflicts: Option<&Conflicts>,
     options: &ImproveOptions,
     reserve: Duration,
+    floor: bool,
 ) -> OffsetsAssignment {
     let start = Instant::now();
     let shorter = |o: &ImproveOptions| {
@@ -264,16 +281,30 @@ fn search_all(
     // structure: neither one wins on every trace.
     let matched = Coalesced::new(records, options.alignment, true)
         .filter(|g| g.records.len() < strict.records.len());
-    let searches = if matched.is_some() { 3 } else { 2 };
+    // A search over the records themselves too, only when they are few:
+    // on MiniMalloc's trace H (316 tensors) it is what reaches the bound,
+    // while on the 10,000-tensor perfect packings (parts of 746 to 9,055
+    // records) it never came within 0.05 of the coalesced plans, and took
+    // a third of the time from them.
+    let direct = records.len() <= DIRECT_MAX_RECORDS;
+    let searches = 1 + usize::from(matched.is_some()) + usize::from(direct);
     let bound = lower_bound(records);
-    let mut best: Option<OffsetsAssignment> = None;
-    for (k, groups) in [Some(strict), matched].into_iter().flatten().enumerate() {
-        // An equal share of what is left for each search still to run.
+    // Without the direct search, greedy by size over the records keeps
+    // `improve` never worse than it (the direct search starts from it).
+    let mut best = (floor && !direct)
+        .then(|| super::offsets_greedy_by_size(records, conflicts, options.alignment));
+    let budget = options.time_limit.map(|t| t.saturating_sub(reserve));
+    let share = |k: usize| {
         let mut part = options.clone();
-        part.time_limit = options
-            .time_limit
-            .map(|t| t.saturating_sub(start.elapsed()) / (searches - k) as u32);
-        let grouped = groups.expand(&search_orders(&groups.records, None, &part));
+        // An equal share of what is left for each search still to run.
+        part.time_limit = budget.map(|t| t.saturating_sub(start.elapsed()) / (searches - k) as u32);
+        part
+    };
+    for (k, groups) in [Some(strict), matched].into_iter().flatten().enumerate() {
+        if best.as_ref().is_some_and(|b| b.total_size <= bound) {
+            return best.unwrap_or_default();
+        }
+        let grouped = groups.expand(&search_orders(&groups.records, None, &share(k)));
         debug_assert!(
             super::validate_offsets(records, conflicts, &grouped, options.alignment).is_ok(),
             "a coalesced plan unfolded into an invalid one"
@@ -284,20 +315,19 @@ fn search_all(
         {
             best = Some(grouped);
         }
-        if best.as_ref().is_some_and(|b| b.total_size <= bound) {
-            return best.unwrap_or_default();
+    }
+    if direct && best.as_ref().is_none_or(|b| b.total_size > bound) {
+        let plan = search_orders(records, conflicts, &share(searches - 1));
+        if best.as_ref().is_none_or(|b| plan.total_size < b.total_size) {
+            best = Some(plan);
         }
     }
-    let mut rest = options.clone();
-    rest.time_limit = options
-        .time_limit
-        .map(|t| t.saturating_sub(start.elapsed()));
-    let direct = search_orders(records, conflicts, &shorter(&rest));
-    match best {
-        Some(b) if b.total_size < direct.total_size => b,
-        _ => direct,
-    }
+    best.unwrap_or_default()
 }
+
+/// Up to this many records, `improve` searches over them as they are after
+/// the coalesced searches (see `search_all`).
+const DIRECT_MAX_RECORDS: usize = 1000;
 
 /// [`improve`] over the records as they are.
 fn search_orders(
@@ -313,36 +343,45 @@ fn search_orders(
     let n = records.len();
     let bound = lower_bound(records);
     let mut placer = Placer::new(records, conflicts, options.alignment);
-    let mut best: Option<(OffsetsAssignment, Vec<usize>, Fit)> = None;
-    for order in seed_orders(records) {
-        for fit in [Fit::Best, Fit::First] {
-            if best.is_some() && late() {
-                break;
-            }
-            let cand = placer.place(&order, fit);
-            if best
-                .as_ref()
-                .is_none_or(|(b, _, _)| cand.total_size < b.total_size)
-            {
-                best = Some((cand, order.clone(), fit));
-            }
+    type Best = Option<(OffsetsAssignment, Vec<usize>, Fit)>;
+    fn consider(best: &mut Best, plan: OffsetsAssignment, order: &[usize], fit: Fit) {
+        if best
+            .as_ref()
+            .is_none_or(|(b, _, _)| plan.total_size < b.total_size)
+        {
+            *best = Some((plan, order.to_vec(), fit));
         }
     }
+    let mut best: Best = None;
+    let mut orders = seed_orders(records).into_iter();
+    // Greedy by size's order, with both fits, always runs.
+    let first = orders.next().unwrap_or_default();
+    for fit in [Fit::Best, Fit::First] {
+        consider(&mut best, placer.place(&first, fit), &first, fit);
+    }
     // Skyline placements (lowest minimum offset first) under a few
-    // rankings; their placement sequences are orders for the local search.
+    // rankings next: on the 10,000-tensor perfect packings' coalesced
+    // records (seeds 1 to 5) they beat every fixed order in 20 of the 23
+    // searches. Their placement sequences are orders for the local search,
+    // which places with first fit.
     let at_bound = best.as_ref().is_some_and(|(b, _, _)| b.total_size <= bound);
     for rank in skyline_ranks(records).into_iter().filter(|_| !at_bound) {
         if late() {
             break;
         }
         let (plan, sequence) = placer.skyline(&rank);
-        if best
-            .as_ref()
-            .is_none_or(|(b, _, _)| plan.total_size < b.total_size)
-        {
-            // The local search moves tensors earlier in its sequence and
-            // places the rest with first fit.
-            best = Some((plan, sequence, Fit::First));
+        consider(&mut best, plan, &sequence, Fit::First);
+    }
+    // The other fixed orders, in at most a quarter of the time limit: each
+    // costs a placement (7 ms at 3,000 records), which the perturbed
+    // skylines put to better use at that size.
+    let fixed_until = options.time_limit.map(|t| start + t / 4);
+    for order in orders {
+        for fit in [Fit::Best, Fit::First] {
+            if fixed_until.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            consider(&mut best, placer.place(&order, fit), &order, fit);
         }
     }
     let Some((mut best_plan, mut best_order, fit)) = best else {
@@ -354,7 +393,7 @@ fn search_orders(
     // Canonical placements next: a depth-first search over which tensor
     // goes at the lowest offset, under a bounded effort, probing the lower
     // bound and then halving the gap to the best plan.
-    let probed = options.search.then(|| {
+    let probed = (options.search && n <= PROBE_MAX_RECORDS).then(|| {
         probe_totals(
             records,
             conflicts,
@@ -378,19 +417,21 @@ fn search_orders(
     // overrun the time limit, so that it returns within it.
     let mut longest_step = Duration::ZERO;
     // Whether a step has lowered the arena; one that has not by `STALLED`
-    // of the time limit hands the rest to perturbed skylines.
+    // of its own time hands the rest to perturbed skylines.
     let mut improved = false;
     let mut stalled = false;
+    // The local search's own share: what is left of the time limit now.
+    let local_start = Instant::now();
+    let stall_after = options.time_limit.map(|t| {
+        let left = (start + t).saturating_duration_since(local_start);
+        local_start + left.mul_f64(STALLED)
+    });
     for step in 0..options.iterations {
         if best_plan.total_size <= bound {
             break;
         }
         let step_start = Instant::now();
-        if !improved
-            && options
-                .time_limit
-                .is_some_and(|t| step_start.duration_since(start) >= t.mul_f64(STALLED))
-        {
+        if !improved && stall_after.is_some_and(|s| step_start >= s) {
             stalled = true;
             break;
         }
@@ -460,14 +501,24 @@ fn search_orders(
     }
 }
 
-/// The share of the time limit after which a local search that has not
-/// lowered the arena once stops for perturbed skylines (see the `perturb`
-/// module). Local searches that do gain mostly gain before this: on the
-/// 10,000-tensor perfect packings in 0.9 s, seeds 1 to 4 stay as they were
-/// with 0.8, and seed 5 goes from 1.216 to 1.199-1.221 (1.199 in 4 of 6
-/// runs on a quiet machine, in none of 8 under load); with 0.5, seeds 1 and
-/// 3 lost 0.01 to 0.05.
-const STALLED: f64 = 0.8;
+/// The share of what is left of the time limit when the local search
+/// starts after which, if it has not lowered the arena once, it stops for
+/// perturbed skylines (see the `perturb` module). Local searches that gain
+/// at all mostly gain within their first steps. It was 0.8 of the whole
+/// time limit, the bounded search's time included, which left seed 5 of
+/// the 10,000-tensor perfect packings almost no perturbed skylines
+/// (1.21-1.22 in 0.9 s); with 0.2 of its own time it gets 1.1992, and over
+/// seeds 1 to 10 the largest loss is 0.004 (seed 4, 1.1904 -> 1.1934 in
+/// one run of three). 0.35 and 0.5 did no better on any seed.
+const STALLED: f64 = 0.2;
+
+/// Past this many records `improve` skips the bounded canonical search:
+/// its node budget (see `PROBE_WORK`) is then a handful of dives, which on
+/// the 10,000-tensor perfect packings' coalesced records (seeds 1 to 10)
+/// never found a plan at 279 records or more, and cost 50-65 ms of each
+/// search from 2,000 records on. The MiniMalloc traces, where it does find plans,
+/// have at most 455.
+const PROBE_MAX_RECORDS: usize = 1000;
 
 /// The most work (search nodes times tensors) the canonical search may do
 /// inside [`improve`], which keeps it to a few tens of milliseconds.

@@ -50,6 +50,7 @@ mod perturb;
 mod records;
 mod ruin;
 mod search;
+mod skyline;
 mod split;
 mod svg;
 pub mod synthetic;

@@ -4,6 +4,7 @@
 
 use super::conflicts::{neighbors, Conflicts};
 use super::records::UsageRecord;
+use super::skyline::{self, Spans};
 use super::OffsetsAssignment;
 
 /// Which gap a tensor goes into.
@@ -61,6 +62,9 @@ pub(crate) struct Placer<'a> {
     records: &'a [UsageRecord],
     adj: Vec<Vec<usize>>,
     alignment: u64,
+    /// Set when nothing but time overlap keeps tensors apart: the skyline
+    /// then reads a tree over the ops instead of the neighbour lists.
+    spans: Option<Spans>,
     // Scratch reused across placements.
     placed: Vec<bool>,
     offsets: Vec<u64>,
@@ -73,18 +77,12 @@ impl<'a> Placer<'a> {
         conflicts: Option<&Conflicts>,
         alignment: u64,
     ) -> Self {
-        Self::with_neighbors(records, neighbors(records, conflicts), alignment)
-    }
-
-    pub(crate) fn with_neighbors(
-        records: &'a [UsageRecord],
-        adj: Vec<Vec<usize>>,
-        alignment: u64,
-    ) -> Self {
+        let time_only = conflicts.is_none_or(|c| (0..c.len()).all(|i| c.of(i).is_empty()));
         Self {
             records,
-            adj,
+            adj: neighbors(records, conflicts),
             alignment: alignment.max(1),
+            spans: time_only.then(|| Spans::new(records)),
             placed: vec![false; records.len()],
             offsets: vec![0; records.len()],
             busy: Vec::new(),
@@ -142,6 +140,15 @@ impl<'a> Placer<'a> {
     /// the exact search's first dive without its pruning. Returns the plan
     /// and the order in which tensors were placed.
     pub(crate) fn skyline(&mut self, rank: &[usize]) -> (OffsetsAssignment, Vec<usize>) {
+        match &self.spans {
+            Some(spans) => skyline::skyline(self.records, spans, self.alignment, rank),
+            None => self.skyline_walk(rank),
+        }
+    }
+
+    /// [`Placer::skyline`] by walking the neighbour lists: what conflict
+    /// pairs need, and what the tree version is tested against.
+    pub(crate) fn skyline_walk(&mut self, rank: &[usize]) -> (OffsetsAssignment, Vec<usize>) {
         use std::cmp::Reverse;
         let n = self.records.len();
         self.placed.iter_mut().for_each(|p| *p = false);
