@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use super::conflicts::{neighbors, Conflicts};
 use super::exact::Fits;
 use super::records::UsageRecord;
+use super::skyline::Spans;
 use super::validate::validate_offsets;
 use super::OffsetsAssignment;
 
@@ -217,18 +218,10 @@ impl<'a> Search<'a> {
         // Sections: the distinct first ops; a record covers every section
         // whose op lies in its interval. Two records overlap exactly when
         // they share a section.
-        let mut starts: Vec<usize> = records.iter().map(|r| r.first).collect();
-        starts.sort_unstable();
-        starts.dedup();
-        let span: Vec<(usize, usize)> = records
-            .iter()
-            .map(|r| {
-                let lo = starts.partition_point(|&s| s < r.first);
-                let hi = starts.partition_point(|&s| s <= r.last) - 1;
-                (lo, hi)
-            })
-            .collect();
-        let sections = starts.len();
+        let Spans {
+            spans: span,
+            positions: sections,
+        } = Spans::new(records);
         let has_conflicts = conflicts.is_some_and(|c| (0..c.len()).any(|i| !c.of(i).is_empty()));
         let mut twin_before = vec![None; n];
         let mut by_shape: std::collections::HashMap<(u64, usize, usize), usize> =

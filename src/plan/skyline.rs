@@ -93,9 +93,12 @@ impl MaxTree {
 /// Each record's lifetime as positions among the distinct first ops: two
 /// lifetimes overlap exactly when they share such a position (the later
 /// first op lies in both), so the tree needs no more positions than that.
+/// The exact search's sections are the same positions.
 pub(crate) struct Spans {
-    spans: Vec<(usize, usize)>,
-    positions: usize,
+    /// First and last position of each record, inclusive.
+    pub(crate) spans: Vec<(usize, usize)>,
+    /// How many distinct first ops there are.
+    pub(crate) positions: usize,
 }
 
 impl Spans {

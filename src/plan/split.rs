@@ -249,17 +249,12 @@ mod tests {
     use crate::plan::synthetic::perfect_packing;
     use crate::plan::{lower_bound, offsets_greedy_by_size, validate_offsets};
 
-    /// Two cut rectangles one after the other (the second shifted past the
-    /// first's last op): the cut is found exactly between them, and the
-    /// split plan validates, is no worse than greedy by size, and is as
-    /// tall as the taller of the two sides planned alone.
-    #[test]
-    fn two_rectangles_in_a_row_split_between_them() {
-        let a = perfect_packing(1200, 11, 1 << 20);
-        let b = perfect_packing(900, 12, 1 << 19);
+    /// `a`, then `b` shifted to start right after `a`'s last op; and that
+    /// first op of `b`.
+    fn in_a_row(a: &[UsageRecord], b: &[UsageRecord]) -> (Vec<UsageRecord>, usize) {
         let shift = a.iter().map(|r| r.last + 1).max().unwrap();
-        let mut records = a.clone();
-        for r in &b {
+        let mut records = a.to_vec();
+        for r in b {
             let id = records.len() as u64;
             records.push(UsageRecord::new(
                 id,
@@ -268,6 +263,18 @@ mod tests {
                 r.last + shift,
             ));
         }
+        (records, shift)
+    }
+
+    /// Two cut rectangles one after the other (the second shifted past the
+    /// first's last op): the cut is found exactly between them, and the
+    /// split plan validates, is no worse than greedy by size, and is as
+    /// tall as the taller of the two sides planned alone.
+    #[test]
+    fn two_rectangles_in_a_row_split_between_them() {
+        let a = perfect_packing(1200, 11, 1 << 20);
+        let b = perfect_packing(900, 12, 1 << 19);
+        let (records, shift) = in_a_row(&a, &b);
         assert_eq!(independent_cut(&records), Some(shift));
         // No cut inside one rectangle: something lives across every op.
         assert_eq!(independent_cut(&a), None);
@@ -293,17 +300,7 @@ mod tests {
     fn a_tensor_across_the_boundary_makes_a_sparse_cut() {
         let a = perfect_packing(1500, 20, 1 << 20);
         let b = perfect_packing(600, 25, 1 << 20);
-        let shift = a.iter().map(|r| r.last + 1).max().unwrap();
-        let mut records = a.clone();
-        for r in &b {
-            let id = records.len() as u64;
-            records.push(UsageRecord::new(
-                id,
-                r.size,
-                r.first + shift,
-                r.last + shift,
-            ));
-        }
+        let (mut records, shift) = in_a_row(&a, &b);
         let id = records.len() as u64;
         records.push(UsageRecord::new(id, 16 << 10, shift - 3, shift + 3));
         assert_eq!(independent_cut(&records), None);
@@ -325,17 +322,7 @@ mod tests {
         let build = |crossing: u64| {
             let a = perfect_packing(1500, 20, 1 << 20);
             let b = perfect_packing(600, 25, 1 << 20);
-            let shift = a.iter().map(|r| r.last + 1).max().unwrap();
-            let mut records = a.clone();
-            for r in &b {
-                let id = records.len() as u64;
-                records.push(UsageRecord::new(
-                    id,
-                    r.size,
-                    r.first + shift,
-                    r.last + shift,
-                ));
-            }
+            let (mut records, shift) = in_a_row(&a, &b);
             for k in 0..4 {
                 let id = records.len() as u64;
                 records.push(UsageRecord::new(id, crossing, shift - 1 - k, shift + k));
