@@ -104,6 +104,11 @@ impl Conflicts {
         self.adj.is_empty()
     }
 
+    /// Whether any pair is in the set (a set over tensors may hold none).
+    pub fn has_pairs(&self) -> bool {
+        self.adj.iter().any(|l| !l.is_empty())
+    }
+
     /// Whether tensors `a` and `b` must be kept apart.
     pub fn contains(&self, a: usize, b: usize) -> bool {
         self.adj.get(a).is_some_and(|l| l.binary_search(&b).is_ok())
@@ -113,6 +118,12 @@ impl Conflicts {
     pub fn of(&self, a: usize) -> &[usize] {
         self.adj.get(a).map_or(&[], Vec::as_slice)
     }
+}
+
+/// Whether nothing but time overlap keeps tensors apart: no set, or one
+/// without pairs.
+pub(crate) fn time_only(conflicts: Option<&Conflicts>) -> bool {
+    !conflicts.is_some_and(Conflicts::has_pairs)
 }
 
 /// Whether tensors `a` and `b` may not share memory: their intervals overlap,

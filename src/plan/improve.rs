@@ -27,7 +27,7 @@
 use std::time::{Duration, Instant};
 
 use super::coalesce::Coalesced;
-use super::conflicts::Conflicts;
+use super::conflicts::{time_only, Conflicts};
 use super::exact::Fits;
 use super::lower_bound::{lower_bound, task_breadths, task_profiles};
 use super::offsets::{Fit, Placer};
@@ -197,7 +197,7 @@ pub(crate) fn improve_with(
     floor: bool,
 ) -> OffsetsAssignment {
     let start = Instant::now();
-    let plain = conflicts.is_none_or(|c| (0..c.len()).all(|i| c.of(i).is_empty()));
+    let plain = time_only(conflicts);
     if plain && records.len() >= MIN_SPLIT {
         if let Some(cut) = independent_cut(records) {
             return plan_split(records, cut, options);
@@ -268,7 +268,7 @@ fn search_all(
         o.time_limit = o.time_limit.map(|t| t.saturating_sub(reserve));
         o
     };
-    let plain = conflicts.is_none_or(|c| (0..c.len()).all(|i| c.of(i).is_empty()));
+    let plain = time_only(conflicts);
     let halves = |g: &Coalesced| 2 * g.records.len() <= records.len();
     let strict = plain
         .then(|| Coalesced::new(records, options.alignment, false))

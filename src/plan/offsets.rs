@@ -2,7 +2,7 @@
 //! in a given order, into a gap among the already placed tensors they may not
 //! share memory with.
 
-use super::conflicts::{neighbors, Conflicts};
+use super::conflicts::{neighbors, time_only, Conflicts};
 use super::records::UsageRecord;
 use super::skyline::{self, Spans};
 use super::OffsetsAssignment;
@@ -77,7 +77,7 @@ impl<'a> Placer<'a> {
         conflicts: Option<&Conflicts>,
         alignment: u64,
     ) -> Self {
-        let time_only = conflicts.is_none_or(|c| (0..c.len()).all(|i| c.of(i).is_empty()));
+        let time_only = time_only(conflicts);
         Self {
             records,
             adj: neighbors(records, conflicts),

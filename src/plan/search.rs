@@ -45,7 +45,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::conflicts::{neighbors, Conflicts};
+use super::conflicts::{neighbors, time_only, Conflicts};
 use super::exact::Fits;
 use super::records::UsageRecord;
 use super::skyline::Spans;
@@ -222,7 +222,7 @@ impl<'a> Search<'a> {
             spans: span,
             positions: sections,
         } = Spans::new(records);
-        let has_conflicts = conflicts.is_some_and(|c| (0..c.len()).any(|i| !c.of(i).is_empty()));
+        let has_conflicts = !time_only(conflicts);
         let mut twin_before = vec![None; n];
         let mut by_shape: std::collections::HashMap<(u64, usize, usize), usize> =
             Default::default();
