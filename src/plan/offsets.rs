@@ -62,8 +62,11 @@ pub(crate) struct Placer<'a> {
     records: &'a [UsageRecord],
     adj: Vec<Vec<usize>>,
     alignment: u64,
-    /// Set when nothing but time overlap keeps tensors apart: the skyline
+    /// Whether nothing but time overlap keeps tensors apart: the skyline
     /// then reads a tree over the ops instead of the neighbour lists.
+    time_only: bool,
+    /// The lifetimes as tree positions, made at the first skyline (most
+    /// placers never run one).
     spans: Option<Spans>,
     // Scratch reused across placements.
     placed: Vec<bool>,
@@ -82,7 +85,8 @@ impl<'a> Placer<'a> {
             records,
             adj: neighbors(records, conflicts),
             alignment: alignment.max(1),
-            spans: time_only.then(|| Spans::new(records)),
+            time_only,
+            spans: None,
             placed: vec![false; records.len()],
             offsets: vec![0; records.len()],
             busy: Vec::new(),
@@ -140,10 +144,12 @@ impl<'a> Placer<'a> {
     /// the exact search's first dive without its pruning. Returns the plan
     /// and the order in which tensors were placed.
     pub(crate) fn skyline(&mut self, rank: &[usize]) -> (OffsetsAssignment, Vec<usize>) {
-        match &self.spans {
-            Some(spans) => skyline::skyline(self.records, spans, self.alignment, rank),
-            None => self.skyline_walk(rank),
+        if !self.time_only {
+            return self.skyline_walk(rank);
         }
+        let records = self.records;
+        let spans = self.spans.get_or_insert_with(|| Spans::new(records));
+        skyline::skyline(records, spans, self.alignment, rank)
     }
 
     /// [`Placer::skyline`] by walking the neighbour lists: what conflict
