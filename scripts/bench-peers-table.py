@@ -5,7 +5,8 @@ usage: scripts/bench-peers-table.py RESULTS_FILE
 
 Tables: ns per op, median (min-max) per system; the ratio peer / depengine
 of the medians (above 1: depengine is faster); efficiency of the busy
-bodies; p50/p99 push-to-start latency and makespan of `priority`.
+bodies, beside the `ideal` lines (the zero-overhead schedule,
+`depengine bench --ideal`) when present; p50/p99 push-to-start latency and makespan of `priority`.
 """
 import sys
 
@@ -38,6 +39,8 @@ def cell(f, what="ns"):
 
 
 def ratios(rows, base, peers):
+    if not peers:
+        return
     print(f"\nratio peer / {base} of the medians (above 1: {base} is faster):\n")
     print("| workload | body µs | workers | " + " | ".join(peers) + " |")
     print("|---|---:|---:|" + "---:|" * len(peers))
@@ -56,7 +59,9 @@ def ratios(rows, base, peers):
 def main():
     rows, systems = parse(sys.argv[1])
     base = "depengine" if "depengine" in systems else systems[0]
-    peers = [s for s in systems if s != base]
+    # `ideal` (a scheduler that costs nothing) is the yardstick of the
+    # efficiency table, not a peer.
+    peers = [s for s in systems if s not in (base, "ideal")]
     head = "| workload | body µs | workers | " + " | ".join(systems) + " |"
     sep = "|---|---:|---:|" + "---:|" * len(systems)
     print("ns per op, median (min–max):\n")

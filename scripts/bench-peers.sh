@@ -30,16 +30,25 @@
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
 #   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pooled mxnet starpu
-#                  openmp-gomp openmp-libomp tbb-flow rayon
+#                  openmp-gomp openmp-libomp tbb-flow rayon ideal
+#                  (ideal: no system but the zero-overhead schedule of the
+#                  same trace on the same workers, `depengine bench --ideal`,
+#                  the yardstick of the efficiency table; seconds to compute)
 #   MXNET_ENGINES="ThreadedEnginePerDevice ThreadedEngine NaiveEngine"
 #   VARS=0         vars of indep (0: one per op) and readers (0: 1024)
 #   TIMEOUT=600    seconds before one line is given up (reported as timeout)
 #   NO_INSTALL=1   skip apt-get / pip (use what is installed)
+#   NO_BUILD=1     skip building too: run the binaries already in $PEERS
+#                  (the drivers, rayon-target/release/depengine-rayon-peer)
+#                  and $DEPENGINE, e.g. built on one machine, run on another
+#   PEERS=DIR      where the drivers, traces and results live
+#                  (default: $CARGO_TARGET_DIR/peers)
+#   DEPENGINE=BIN  the depengine binary (default: the release build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-PEERS=$TARGET/peers
+PEERS=${PEERS:-$TARGET/peers}
 mkdir -p "$PEERS/traces"
 
 NCPU=$(nproc)
@@ -57,12 +66,12 @@ fi
 RUNS=${RUNS:-5}
 WORKERS=${WORKERS:-$(printf '%s\n' 1 2 "$NCPU" | sort -nu | tr '\n' ' ')}
 WORKLOADS=${WORKLOADS:-"indep indep-novars chain wavefront fan rwmix random randsum priority roundtrip"}
-SYSTEMS=${SYSTEMS:-"depengine depengine-helping mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon"}
+SYSTEMS=${SYSTEMS:-"depengine depengine-helping mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon ideal"}
 VARS=${VARS:-0}
 TIMEOUT=${TIMEOUT:-600}
 
 # ---- install (package registries only) ----
-if [[ -z ${NO_INSTALL:-} ]]; then
+if [[ -z ${NO_INSTALL:-} && -z ${NO_BUILD:-} ]]; then
   need=()
   for p in libstarpu-dev libomp-dev clang libtbb-dev pkg-config; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
@@ -87,19 +96,21 @@ fi
 
 # ---- build ----
 has() { [[ " $SYSTEMS " == *" $1 "* ]]; }
-cargo build --release --quiet
-DEPENGINE=$TARGET/release/depengine
-has mxnet && gcc -O2 -o "$PEERS/mxnet_engine" peers/mxnet_engine.c \
-  -L"$PEERS/mxnet" -lmxnet -Wl,-rpath,"$PEERS/mxnet" -lpthread
-has starpu && gcc -O2 -o "$PEERS/starpu" peers/starpu.c \
-  $(pkg-config --cflags --libs starpu-1.3) -lpthread
-has openmp-gomp && gcc -O2 -fopenmp -o "$PEERS/openmp-gomp" peers/openmp.c \
-  -DSYSTEM='"openmp-gomp"' -lpthread
-has openmp-libomp && clang -O2 -fopenmp -o "$PEERS/openmp-libomp" peers/openmp.c \
-  -DSYSTEM='"openmp-libomp"' -lpthread
-has tbb-flow && g++ -O2 -std=c++17 -o "$PEERS/tbb_flow" peers/tbb_flow.cpp -ltbb -lpthread
-has rayon && CARGO_TARGET_DIR=$PEERS/rayon-target \
-  cargo build --release --quiet --manifest-path peers/rayon/Cargo.toml
+DEPENGINE=${DEPENGINE:-$TARGET/release/depengine}
+if [[ -z ${NO_BUILD:-} ]]; then
+  cargo build --release --quiet
+  has mxnet && gcc -O2 -o "$PEERS/mxnet_engine" peers/mxnet_engine.c \
+    -L"$PEERS/mxnet" -lmxnet -Wl,-rpath,"$PEERS/mxnet" -lpthread
+  has starpu && gcc -O2 -o "$PEERS/starpu" peers/starpu.c \
+    $(pkg-config --cflags --libs starpu-1.3) -lpthread
+  has openmp-gomp && gcc -O2 -fopenmp -o "$PEERS/openmp-gomp" peers/openmp.c \
+    -DSYSTEM='"openmp-gomp"' -lpthread
+  has openmp-libomp && clang -O2 -fopenmp -o "$PEERS/openmp-libomp" peers/openmp.c \
+    -DSYSTEM='"openmp-libomp"' -lpthread
+  has tbb-flow && g++ -O2 -std=c++17 -o "$PEERS/tbb_flow" peers/tbb_flow.cpp -ltbb -lpthread
+  has rayon && CARGO_TARGET_DIR=$PEERS/rayon-target \
+    cargo build --release --quiet --manifest-path peers/rayon/Cargo.toml
+fi
 RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
 
 export STARPU_SILENT=1 STARPU_HOME=$PEERS/starpu-home OMP_MAX_TASK_PRIORITY=1
@@ -172,6 +183,12 @@ for wl in $WORKLOADS; do
             openmp-gomp|openmp-libomp) run "$tag" "$PEERS/$sys" "$wl" "$body" "$w" "$RUNS" "$src" ;;
             tbb-flow) run "$tag" "$PEERS/tbb_flow" "$wl" "$body" "$w" "$RUNS" "$src" ;;
             rayon) run "$tag" "$RAYON" "${args[@]}" --workers "$w" --runs "$RUNS" ;;
+            ideal)
+              if [[ $wl == roundtrip ]]; then
+                echo "$tag unsupported" | tee -a "$RESULTS"
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --ideal
+              fi ;;
           esac
         done
       done

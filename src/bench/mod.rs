@@ -12,8 +12,10 @@
 //! Cost per op = time from the first push to the return of `wait_for_all`,
 //! divided by the number of ops; one pushing thread. Busy bodies spin on the
 //! clock until their time has passed; efficiency = total body time /
-//! (workers × elapsed).
+//! (workers × elapsed), and [`ideal_schedule`] says what it would be with an
+//! engine that cost nothing.
 
+mod ideal;
 mod run;
 mod trace;
 mod workload;
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use crate::{Engine, EngineError};
 
+pub use ideal::{ideal_schedule, IdealSchedule};
 pub use run::{busy, roundtrip, run_trace, RunResult};
 pub use trace::{SplitMix64, Trace, TraceOp, TRACE_MAGIC, TRACE_VERSION};
 pub use workload::{

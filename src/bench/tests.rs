@@ -118,3 +118,96 @@ fn trace_file_has_the_documented_layout() {
     assert_eq!(quantile(&[5, 1, 3], 0.5), 3);
     assert_eq!(Summary::of(&[3.0, 1.0, 2.0]).median, 2.0);
 }
+
+/// Ops in a row on `workers`, each `body_ns`: the makespan of independent
+/// ops packed in full rounds.
+fn rounds(ops: u64, workers: u64) -> u64 {
+    ops.div_ceil(workers)
+}
+
+#[test]
+fn ideal_schedule_of_independent_ops_fills_rounds() {
+    for (ops, workers) in [(1, 1), (10, 4), (64, 16), (65, 16), (1000, 7)] {
+        let spec = Spec {
+            body_ns: 1_000,
+            ..Spec::new(Workload::IndepNoVars, ops)
+        };
+        let ideal = ideal_schedule(&spec.trace(), workers);
+        let r = rounds(ops as u64, workers as u64);
+        assert_eq!(ideal.makespan_ns, r * 1_000, "{ops} ops on {workers}");
+        assert_eq!(ideal.critical_path_ns, 1_000);
+        let expected = ops as f64 / (workers as u64 * r) as f64;
+        assert!((ideal.efficiency - expected).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn ideal_schedule_of_a_chain_uses_one_worker() {
+    let spec = Spec {
+        body_ns: 500,
+        ..Spec::new(Workload::Chain, 100)
+    };
+    for workers in [1, 2, 16] {
+        let ideal = ideal_schedule(&spec.trace(), workers);
+        assert_eq!(ideal.makespan_ns, 50_000);
+        assert_eq!(ideal.critical_path_ns, 50_000);
+        assert!((ideal.efficiency - 1.0 / workers as f64).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn ideal_schedule_of_rwmix_runs_each_writer_alone_then_its_readers() {
+    // Groups of 64 ops: one writer, then 63 readers that only it orders.
+    let groups = 20u64;
+    let spec = Spec {
+        body_ns: 1_000,
+        ..Spec::new(Workload::Rwmix, (64 * groups) as usize)
+    };
+    for workers in [1u64, 2, 3, 8, 16, 64] {
+        let ideal = ideal_schedule(&spec.trace(), workers as usize);
+        let steps = groups * (1 + rounds(63, workers));
+        assert_eq!(ideal.makespan_ns, steps * 1_000, "{workers} workers");
+        assert_eq!(ideal.critical_path_ns, groups * 2 * 1_000);
+    }
+}
+
+#[test]
+fn ideal_schedule_lies_between_the_lower_bounds_and_grahams_bound() {
+    let mut rng = SplitMix64::new(7);
+    for case in 0..40 {
+        let vars = rng.range(1, 12) as usize;
+        let mut t = Trace::new(vars);
+        for _ in 0..rng.range(1, 300) {
+            let mut ids: Vec<u32> = (0..vars as u32).collect();
+            // Distinct vars: a shuffled prefix split into reads and writes.
+            for i in (1..ids.len()).rev() {
+                ids.swap(i, rng.range(0, i as u32) as usize);
+            }
+            let k = rng.range(0, vars.min(4) as u32) as usize;
+            let r = rng.range(0, k as u32) as usize;
+            let body = rng.range(0, 5_000);
+            t.push(&ids[..r], &ids[r..k], rng.range(0, 2) as i32, body);
+        }
+        let work = t.total_body_ns();
+        for workers in 1..=5u64 {
+            let ideal = ideal_schedule(&t, workers as usize);
+            let m = ideal.makespan_ns;
+            assert!(
+                m >= ideal.critical_path_ns,
+                "case {case}: below the critical path"
+            );
+            assert!(m * workers >= work, "case {case}: below work / workers");
+            assert!(
+                m * workers <= work + workers * ideal.critical_path_ns,
+                "case {case}: above Graham's bound on {workers} workers"
+            );
+            if workers == 1 {
+                assert_eq!(
+                    m, work,
+                    "case {case}: one worker runs the bodies back to back"
+                );
+            }
+            assert!(ideal.efficiency <= 1.0 + 1e-12);
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use depengine::bench::{quantile, roundtrip, run_trace, Spec, Summary, Workload};
+use depengine::bench::{ideal_schedule, quantile, roundtrip, run_trace, Spec, Summary, Workload};
 use depengine::{Engine, EngineKind};
 
 /// Arguments of `depengine bench`.
@@ -47,6 +47,11 @@ pub(crate) struct BenchArgs {
     /// efficiency over that many, as for the peers whose pusher is a worker.
     #[arg(long)]
     help_wait: bool,
+    /// Print what an engine with no overhead would do on `--workers`
+    /// workers (list scheduling of the inferred graph, bodies only) as a
+    /// line of system `ideal`, and exit: the yardstick for `efficiency`.
+    #[arg(long, conflicts_with_all = ["dump_trace", "help_wait"])]
+    ideal: bool,
     /// Write the workload's trace to FILE for the peer drivers and exit.
     #[arg(long, value_name = "FILE")]
     dump_trace: Option<PathBuf>,
@@ -85,6 +90,31 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         let mut out = BufWriter::new(File::create(path)?);
         spec.trace().write_to(&mut out)?;
+        return Ok(());
+    }
+    if args.ideal {
+        if args.workload == Workload::Roundtrip {
+            return Err("roundtrip is not a trace: it has no ideal schedule".into());
+        }
+        let workers = if args.workers == 0 {
+            num_cpus::get()
+        } else {
+            args.workers
+        };
+        let trace = spec.trace();
+        let ideal = ideal_schedule(&trace, workers);
+        let per_op = ideal.makespan_ns as f64 / trace.ops.len() as f64;
+        let mut line = format!(
+            "workload={} body_us={} system=ideal workers={workers} ops={} runs=1 ns_per_op={per_op:.1} min={per_op:.1} max={per_op:.1} critical_path_us={:.1}",
+            args.workload,
+            args.body_us,
+            trace.ops.len(),
+            ideal.critical_path_ns as f64 / 1e3
+        );
+        if body_ns > 0 || args.workload == Workload::Priority {
+            line += &format!(" efficiency={:.3}", ideal.efficiency);
+        }
+        println!("{line}");
         return Ok(());
     }
     let engine = Engine::builder()

@@ -1,0 +1,68 @@
+//! `depengine bench` end to end: the zero-overhead yardstick (`--ideal`) and
+//! the errors for arguments that name no run.
+
+use std::process::{Command, Output};
+
+fn depengine(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_depengine"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run depengine")
+}
+
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+}
+
+#[test]
+fn ideal_prints_the_zero_overhead_schedule_as_a_result_line() {
+    // rwmix on 16 workers: each writer alone, then its 63 readers in
+    // ceil(63 / 16) = 4 rounds, so 64 ops take 5 rounds of 16 slots.
+    let out = depengine(&[
+        "--workload",
+        "rwmix",
+        "--ops",
+        "6400",
+        "--body-us",
+        "10",
+        "--workers",
+        "16",
+        "--ideal",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next().expect("one line");
+    assert_eq!(field(line, "system"), "ideal");
+    assert_eq!(field(line, "workers"), "16");
+    assert_eq!(field(line, "ops"), "6400");
+    let eff: f64 = field(line, "efficiency").parse().unwrap();
+    assert!((eff - 64.0 / (16.0 * 5.0)).abs() < 1e-3, "{line}");
+    // 100 groups × 5 rounds × 10 µs over 6,400 ops.
+    let ns: f64 = field(line, "ns_per_op").parse().unwrap();
+    assert!((ns - 100.0 * 5.0 * 10_000.0 / 6400.0).abs() < 0.1, "{line}");
+    let cp: f64 = field(line, "critical_path_us").parse().unwrap();
+    assert!((cp - 100.0 * 2.0 * 10.0).abs() < 0.1, "{line}");
+}
+
+#[test]
+fn ideal_of_roundtrip_is_an_error_not_a_line() {
+    let out = depengine(&["--workload", "roundtrip", "--ideal"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("roundtrip"), "{err}");
+}
+
+#[test]
+fn ideal_with_help_wait_is_refused() {
+    let out = depengine(&["--ideal", "--help-wait", "--ops", "10"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--help-wait"));
+}
