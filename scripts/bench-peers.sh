@@ -29,8 +29,10 @@
 #                  capped at BUSY_BUDGET_US / body (so 100 µs bodies stay short)
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
-#   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pooled mxnet starpu
-#                  openmp-gomp openmp-libomp tbb-flow rayon ideal
+#   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pooled depengine-naive
+#                  mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon ideal
+#                  (depengine-naive: the naive executor, every op run on the
+#                  thread that makes it ready; one thread in all, so 1 worker only)
 #                  (ideal: no system but the zero-overhead schedule of the
 #                  same trace on the same workers, `depengine bench --ideal`,
 #                  the yardstick of the efficiency table; seconds to compute)
@@ -171,6 +173,14 @@ for wl in $WORKLOADS; do
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers $((w - 1)) --help-wait --runs "$RUNS" --engine per-device
               fi ;;
             depengine-pooled) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine pooled ;;
+            depengine-naive)
+              # One thread in all, as an OpenMP team of one runs its tasks
+              # at their push; roundtrip's op is completed by another thread.
+              if ((w != 1)); then
+                echo "$tag unsupported" | tee -a "$RESULTS"
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --runs "$RUNS" --engine naive
+              fi ;;
             mxnet)
               for k in $MXNET_ENGINES; do
                 MXNET_ENGINE_TYPE=$k MXNET_CPU_WORKER_NTHREADS=$w MXNET_CPU_PRIORITY_NTHREADS=$w \

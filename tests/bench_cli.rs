@@ -66,3 +66,28 @@ fn ideal_with_help_wait_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--help-wait"));
 }
+
+#[test]
+fn the_naive_executor_reports_its_one_thread() {
+    let out = depengine(&[
+        "--engine",
+        "naive",
+        "--workload",
+        "chain",
+        "--ops",
+        "100",
+        "--runs",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next().expect("one line");
+    assert_eq!(field(line, "system"), "depengine-naive");
+    // The pushing thread runs every op: one thread, not zero.
+    assert_eq!(field(line, "workers"), "1");
+    assert_eq!(field(line, "ops"), "100");
+}

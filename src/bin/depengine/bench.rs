@@ -122,8 +122,12 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         .cpu_workers(args.workers)
         .help_while_waiting(args.help_wait)
         .build()?;
-    let workers: usize =
-        engine.pools().first().map(|p| p.1).unwrap_or(0) + usize::from(args.help_wait);
+    // The naive executor runs every op on the thread that makes it ready:
+    // the pushing thread is its one worker.
+    let workers: usize = match engine.pools().first() {
+        Some(p) => p.1 + usize::from(args.help_wait),
+        None => 1,
+    };
     let system = if args.help_wait {
         format!("depengine-{}-helping", args.engine)
     } else {
