@@ -5,8 +5,9 @@ usage: scripts/bench-peers-table.py RESULTS_FILE
 
 Tables: ns per op, median (min-max) per system; the ratio peer / depengine
 of the medians (above 1: depengine is faster); efficiency of the busy
-bodies, beside the `ideal` lines (the zero-overhead schedule,
-`depengine bench --ideal`) when present; p50/p99 push-to-start latency and makespan of `priority`.
+bodies, beside the `ideal` lines (the zero-overhead schedule, `depengine
+bench --ideal`) when present; p50/p99 push-to-start latency and makespan
+of `priority`.
 """
 import sys
 

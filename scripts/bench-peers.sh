@@ -194,9 +194,10 @@ for wl in $WORKLOADS; do
             tbb-flow) run "$tag" "$PEERS/tbb_flow" "$wl" "$body" "$w" "$RUNS" "$src" ;;
             rayon) run "$tag" "$RAYON" "${args[@]}" --workers "$w" --runs "$RUNS" ;;
             ideal)
+              # Empty bodies take no time in the ideal schedule: no line.
               if [[ $wl == roundtrip ]]; then
                 echo "$tag unsupported" | tee -a "$RESULTS"
-              else
+              elif [[ $body != 0 || $wl == priority ]]; then
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --ideal
               fi ;;
           esac
