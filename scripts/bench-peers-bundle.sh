@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Packs depengine and the peer drivers, with the shared libraries they load,
+# into one folder that runs scripts/bench-peers.sh on another x86-64 Linux
+# machine with no compiler, no package manager and no network (the lent
+# 16-core machine of BENCHMARKS.md's scaling tables was such a machine).
+#
+# usage: scripts/bench-peers-bundle.sh DIR
+#   Run scripts/bench-peers.sh here once first, so that the peers are
+#   installed and their drivers built. DIR then holds:
+#     depengine            the release binary, stripped
+#     peers/               the drivers (stripped rayon peer), MXNet's
+#                          libraries xz-compressed
+#     lib/                 every other shared library the drivers load,
+#                          but the C library's own
+#     run.sh               unpacks MXNet, sets LD_LIBRARY_PATH and runs
+#                          scripts/bench-peers.sh with NO_BUILD=1 on them;
+#                          environment as for bench-peers.sh, e.g.
+#                          WORKERS=16 BODIES="0 10" DIR/run.sh
+#   Copy the repository and DIR there (DIR inside the repository, git-ignored,
+#   travels with it) and run DIR/run.sh from the repository root.
+# Environment: CARGO_TARGET_DIR as for bench-peers.sh; XZ_LEVEL (default 6).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ $# -eq 1 ]] || { sed -n '2,24p' "$0"; exit 2; }
+OUT=$1
+TARGET=${CARGO_TARGET_DIR:-$(pwd)/target}
+PEERS=$TARGET/peers
+for f in starpu openmp-gomp openmp-libomp tbb_flow mxnet_engine \
+  rayon-target/release/depengine-rayon-peer mxnet/libmxnet.so; do
+  [[ -f $PEERS/$f ]] || { echo "missing $PEERS/$f: run scripts/bench-peers.sh first" >&2; exit 1; }
+done
+cargo build --release --quiet
+mkdir -p "$OUT/peers/rayon-target/release" "$OUT/peers/mxnet" "$OUT/lib"
+strip -o "$OUT/depengine" "$TARGET/release/depengine"
+strip -o "$OUT/peers/rayon-target/release/depengine-rayon-peer" \
+  "$PEERS/rayon-target/release/depengine-rayon-peer"
+cp "$PEERS"/{starpu,openmp-gomp,openmp-libomp,tbb_flow,mxnet_engine} "$OUT/peers/"
+# MXNet's own libraries (150 MB as they are) travel compressed.
+for l in libmxnet.so libopenblas.so.0 libgfortran.so.3; do
+  xz "-${XZ_LEVEL:-6}" -T0 -c "$PEERS/mxnet/$l" >"$OUT/peers/mxnet/$l.xz"
+done
+# Every library the drivers and MXNet load, but glibc's, which the other
+# machine has (a newer one runs binaries linked against an older one).
+{
+  for b in "$PEERS"/{starpu,openmp-gomp,openmp-libomp,tbb_flow} "$PEERS/mxnet/libmxnet.so"; do
+    ldd "$b"
+  done
+} | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+  case $(basename "$lib") in
+    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+    libmxnet.so|libopenblas.so.0|libgfortran.so.3) ;;
+    *) cp -L "$lib" "$OUT/lib/" ;;
+  esac
+done
+cat >"$OUT/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs scripts/bench-peers.sh on the binaries of this bundle (see
+# scripts/bench-peers-bundle.sh); run from the repository root.
+set -euo pipefail
+B=$(cd "$(dirname "$0")" && pwd)
+for z in "$B"/peers/mxnet/*.xz; do
+  [[ -f ${z%.xz} ]] || xz -dkc "$z" >"${z%.xz}" 2>/dev/null ||
+    python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$z" "${z%.xz}"
+done
+export LD_LIBRARY_PATH=$B/lib:$B/peers/mxnet${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+NO_BUILD=1 PEERS=$B/peers DEPENGINE=${DEPENGINE:-$B/depengine} exec bash scripts/bench-peers.sh
+RUN
+chmod +x "$OUT/run.sh"
+du -sh "$OUT"
