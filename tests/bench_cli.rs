@@ -11,6 +11,21 @@ fn depengine(args: &[&str]) -> Output {
         .expect("run depengine")
 }
 
+/// The one result line of a successful run.
+fn result_line(args: &[&str]) -> String {
+    let out = depengine(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let line = lines.next().expect("one line").to_string();
+    assert_eq!(lines.next(), None, "one line only");
+    line
+}
+
 fn field<'a>(line: &'a str, key: &str) -> &'a str {
     line.split_whitespace()
         .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
@@ -21,7 +36,7 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 fn ideal_prints_the_zero_overhead_schedule_as_a_result_line() {
     // rwmix on 16 workers: each writer alone, then its 63 readers in
     // ceil(63 / 16) = 4 rounds, so 64 ops take 5 rounds of 16 slots.
-    let out = depengine(&[
+    let line = result_line(&[
         "--workload",
         "rwmix",
         "--ops",
@@ -32,13 +47,7 @@ fn ideal_prints_the_zero_overhead_schedule_as_a_result_line() {
         "16",
         "--ideal",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().next().expect("one line");
+    let line = line.as_str();
     assert_eq!(field(line, "system"), "ideal");
     assert_eq!(field(line, "workers"), "16");
     assert_eq!(field(line, "ops"), "6400");
@@ -69,7 +78,7 @@ fn ideal_with_help_wait_is_refused() {
 
 #[test]
 fn the_naive_executor_reports_its_one_thread() {
-    let out = depengine(&[
+    let line = result_line(&[
         "--engine",
         "naive",
         "--workload",
@@ -79,13 +88,7 @@ fn the_naive_executor_reports_its_one_thread() {
         "--runs",
         "1",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().next().expect("one line");
+    let line = line.as_str();
     assert_eq!(field(line, "system"), "depengine-naive");
     // The pushing thread runs every op: one thread, not zero.
     assert_eq!(field(line, "workers"), "1");
