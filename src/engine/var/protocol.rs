@@ -145,8 +145,9 @@ impl VarInner {
             self.id
         );
         s.readers -= 1;
-        let run = self.take_head_writes_if_free(&mut s);
-        self.unlock_and_start(s, run, ready)
+        let mut run = Run::new();
+        self.take_head_writes_if_free(&mut s, &mut run);
+        self.unlock_and_start(s, &run, ready)
     }
 
     /// Completes a read granted through the fast-read counter: no lock,
@@ -159,17 +160,16 @@ impl VarInner {
         }
         let mut s = self.hot.state.lock();
         self.reset_fast_done_locked(&mut s);
-        let run = self.take_head_writes_if_free(&mut s);
-        self.unlock_and_start(s, run, ready)
+        let mut run = Run::new();
+        self.take_head_writes_if_free(&mut s, &mut run);
+        self.unlock_and_start(s, &run, ready)
     }
 
     /// After a read left: the queued writes' turn, if no read or write
     /// holds the var any more.
-    fn take_head_writes_if_free(&self, s: &mut VarState) -> Run {
+    fn take_head_writes_if_free(&self, s: &mut VarState, run: &mut Run) {
         if s.readers == 0 && s.writer.is_none() && !s.draining {
-            self.take_head_writes(s)
-        } else {
-            Run::new()
+            self.take_head_writes(s, run);
         }
     }
 
@@ -179,7 +179,7 @@ impl VarInner {
     fn unlock_and_start(
         &self,
         mut s: MutexGuard<'_, VarState>,
-        run: Run,
+        run: &Run,
         ready: &mut ReadyList,
     ) -> bool {
         let release = self.release_if_orphaned(&mut s);
@@ -237,7 +237,7 @@ impl VarInner {
         }
         let mut run = Run::new();
         match s.queue.front() {
-            Some(&(_, Access::Write)) => run = self.take_head_writes(&mut s),
+            Some(&(_, Access::Write)) => self.take_head_writes(&mut s, &mut run),
             Some(&(_, Access::Read)) => {
                 while let Some(&(op, Access::Read)) = s.queue.front() {
                     s.queue.pop_front();
@@ -247,7 +247,7 @@ impl VarInner {
             }
             None => {}
         }
-        self.unlock_and_start(s, run, ready)
+        self.unlock_and_start(s, &run, ready)
     }
 
     /// Only the write holding the var bumps it, so no read-modify-write (a
@@ -263,8 +263,8 @@ impl VarInner {
     /// [`VarInner::complete_write`]). The var's `writer` names the run's
     /// last op from here on; the caller starts the run with
     /// [`VarInner::start_run`] after releasing the lock.
-    fn take_head_writes(&self, s: &mut VarState) -> Run {
-        let mut run = Run::new();
+    fn take_head_writes(&self, s: &mut VarState, run: &mut Run) {
+        debug_assert!(run.is_empty());
         while run.len() < MAX_RUN {
             match s.queue.front() {
                 Some(&(op, Access::Write)) => {
@@ -277,7 +277,6 @@ impl VarInner {
         if let Some(&last) = run.last() {
             s.writer = Some(last);
         }
-        run
     }
 
     /// Links the ops of a run taken under the lock and grants its first.
@@ -288,7 +287,7 @@ impl VarInner {
     /// pusher wait for it. Nobody else can reach the run's ops meanwhile:
     /// they left the queue under the lock, and the var names the run's last
     /// op as its writer, so later appends queue behind the run.
-    fn start_run(&self, run: Run, ready: &mut ReadyList) {
+    fn start_run(&self, run: &[OpPtr], ready: &mut ReadyList) {
         let Some(&first) = run.first() else {
             return;
         };
