@@ -226,6 +226,13 @@ impl Core {
             });
         }
         self.check_context(desc.context, &desc.name)?;
+        // The check below reads each var's read-only line and the append
+        // after it the var's first line: ask for both lines of every var
+        // now, so that with many vars (out of this core's caches) their
+        // misses overlap instead of coming one after another.
+        let prefetch = |v: &Var| v.inner.prefetch();
+        desc.reads.for_each(prefetch);
+        desc.writes.for_each(prefetch);
         let mut err = None;
         let mut check = |v: &Var| {
             if err.is_none() {
