@@ -44,6 +44,7 @@ mod error;
 mod executor;
 mod op;
 mod operator;
+mod prefetch;
 mod ready;
 mod signal;
 mod var;

@@ -438,21 +438,19 @@ pub(crate) enum Intent {
 pub(crate) fn prefetch_block(block: *const OpBlock, intent: Intent) {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
         let p = block as *const i8;
-        // SAFETY: prefetching is a hint: it never faults and has no effect on
-        // memory; `p` and `p + 64` lie inside the block.
-        unsafe {
-            match intent {
-                Intent::Read => {
-                    _mm_prefetch::<_MM_HINT_T0>(p);
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(64));
-                }
-                Intent::Write => {
-                    _mm_prefetch::<_MM_HINT_ET0>(p);
-                    _mm_prefetch::<_MM_HINT_ET0>(p.add(64));
-                }
+        match intent {
+            Intent::Read => {
+                super::prefetch::line(p);
+                super::prefetch::line(p.wrapping_add(64));
             }
+            // SAFETY: prefetching is a hint: it never faults and has no
+            // effect on memory; `p` and `p + 64` lie inside the block.
+            Intent::Write => unsafe {
+                _mm_prefetch::<_MM_HINT_ET0>(p);
+                _mm_prefetch::<_MM_HINT_ET0>(p.add(64));
+            },
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

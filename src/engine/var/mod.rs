@@ -252,16 +252,8 @@ impl VarInner {
     /// the read-only one (the checks). A hint only.
     #[inline]
     pub(crate) fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: prefetching never faults and leaves memory as it is;
-            // both addresses lie inside this var.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(&*self.hot as *const VarHot as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(&self.id as *const VarId as *const i8);
-            }
-        }
+        crate::engine::prefetch::line(&*self.hot);
+        crate::engine::prefetch::line(&self.id);
     }
 
     pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Self {
