@@ -76,7 +76,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if ops == 0 || args.runs == 0 || args.n == 0 || args.body_us.is_nan() || args.body_us < 0.0 {
         return Err("--ops, --runs and --n must be at least 1 and --body-us at least 0".into());
     }
-    let body_ns = (args.body_us * 1000.0).round() as u32;
+    let body_ns = body_ns(&args);
     let spec = Spec {
         workload: args.workload,
         ops,
@@ -93,29 +93,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     if args.ideal {
-        if args.workload == Workload::Roundtrip {
-            return Err("roundtrip is not a trace: it has no ideal schedule".into());
-        }
-        let workers = if args.workers == 0 {
-            num_cpus::get()
-        } else {
-            args.workers
-        };
-        let trace = spec.trace();
-        let ideal = ideal_schedule(&trace, workers);
-        let per_op = ideal.makespan_ns as f64 / trace.ops.len() as f64;
-        let mut line = format!(
-            "workload={} body_us={} system=ideal workers={workers} ops={} runs=1 ns_per_op={per_op:.1} min={per_op:.1} max={per_op:.1} critical_path_us={:.1}",
-            args.workload,
-            args.body_us,
-            trace.ops.len(),
-            ideal.critical_path_ns as f64 / 1e3
-        );
-        if body_ns > 0 || args.workload == Workload::Priority {
-            line += &format!(" efficiency={:.3}", ideal.efficiency);
-        }
-        println!("{line}");
-        return Ok(());
+        return print_ideal(&args, &spec);
     }
     let engine = Engine::builder()
         .kind(args.engine)
@@ -164,12 +142,15 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let s = Summary::of(&ns);
-    let mut line = format!(
-        "workload={} body_us={} system={} workers={} ops={} runs={} ns_per_op={:.1} min={:.1} max={:.1}",
-        args.workload, args.body_us, system, workers, total_ops, args.runs, s.median, s.min, s.max
+    let mut line = result_line(
+        &args,
+        &system,
+        workers,
+        total_ops,
+        args.runs,
+        Summary::of(&ns),
     );
-    if !eff.is_empty() && (body_ns > 0 || args.workload == Workload::Priority) {
+    if !eff.is_empty() && shows_efficiency(&args) {
         line += &format!(" efficiency={:.3}", Summary::of(&eff).median);
     }
     if !p50.is_empty() {
@@ -179,6 +160,59 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             Summary::of(&p99).median,
             Summary::of(&makespan).median
         );
+    }
+    println!("{line}");
+    Ok(())
+}
+
+/// The fields every result line starts with, as the peer drivers print them.
+fn result_line(
+    args: &BenchArgs,
+    system: &str,
+    workers: usize,
+    ops: usize,
+    runs: usize,
+    s: Summary,
+) -> String {
+    format!(
+        "workload={} body_us={} system={system} workers={workers} ops={ops} runs={runs} ns_per_op={:.1} min={:.1} max={:.1}",
+        args.workload, args.body_us, s.median, s.min, s.max
+    )
+}
+
+/// Busy bodies have an efficiency; so has `priority`, whose low-priority
+/// ops are busy whatever `--body-us` says.
+fn shows_efficiency(args: &BenchArgs) -> bool {
+    body_ns(args) > 0 || args.workload == Workload::Priority
+}
+
+/// `--body-us` in whole nanoseconds, as the trace's bodies take it.
+fn body_ns(args: &BenchArgs) -> u32 {
+    (args.body_us * 1000.0).round() as u32
+}
+
+/// `--ideal`: the zero-overhead schedule of the workload as a line of
+/// system `ideal`.
+fn print_ideal(args: &BenchArgs, spec: &Spec) -> Result<(), Box<dyn std::error::Error>> {
+    if args.workload == Workload::Roundtrip {
+        return Err("roundtrip is not a trace: it has no ideal schedule".into());
+    }
+    let workers = if args.workers == 0 {
+        num_cpus::get()
+    } else {
+        args.workers
+    };
+    let trace = spec.trace();
+    let ideal = ideal_schedule(&trace, workers);
+    let per_op = ideal.makespan_ns as f64 / trace.ops.len() as f64;
+    let one = Summary::of(&[per_op]);
+    let mut line = result_line(args, "ideal", workers, trace.ops.len(), 1, one);
+    line += &format!(
+        " critical_path_us={:.1}",
+        ideal.critical_path_ns as f64 / 1e3
+    );
+    if shows_efficiency(args) {
+        line += &format!(" efficiency={:.3}", ideal.efficiency);
     }
     println!("{line}");
     Ok(())
