@@ -334,41 +334,57 @@ impl Core {
             Body::Empty => Outcome::Ok,
             Body::Sync(f) => run_caught(|| f(&ctx)),
             Body::Shared(f) => run_caught(|| f(&ctx)),
-            Body::Async(f) => {
-                b.async_phase.store(PHASE_IN_BODY, Ordering::Relaxed);
-                let completion = Completion::new(self.arc(), op);
-                // A panic drops the completion during unwinding, which fails
-                // the op (unless the body already handed it elsewhere).
-                let caught = catch_unwind(AssertUnwindSafe(|| f(&ctx, completion)));
-                CURRENT_ENGINE.with(|c| c.set(prev));
-                // The block must outlive the body (it holds `ctx`): a
-                // completion that arrived meanwhile left the op to us.
-                match b.async_phase.compare_exchange(
-                    PHASE_IN_BODY,
-                    PHASE_BODY_RETURNED,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return ReadyList::new(),
-                    Err(_) => {
-                        // SAFETY: the completion stored the result before
-                        // its release CAS, which our acquire CAS saw; the
-                        // handle is consumed, so nobody else touches it.
-                        let result = unsafe { (*b.async_result.get()).take() }.map(|r| *r);
-                        let outcome = match (result, caught) {
-                            (Some(Err((FailureKind::CompletionDropped, _))), Err(payload)) => {
-                                Outcome::Failed(FailureKind::Panic, panic_message(&*payload))
-                            }
-                            (Some(Ok(())), _) => Outcome::Ok,
-                            (Some(Err((kind, msg))), _) => Outcome::Failed(kind, msg),
-                            (None, _) => unreachable!("deferred completion without a result"),
-                        };
-                        return self.complete(op, outcome);
-                    }
-                }
+            Body::InlineSync(f) => run_caught(|| f.call(&ctx)),
+            Body::Async(f) => return self.run_async(op, &ctx, prev, |c, done| f(c, done)),
+            Body::InlineAsync(f) => {
+                return self.run_async(op, &ctx, prev, |c, done| f.call(c, done))
             }
         };
         CURRENT_ENGINE.with(|c| c.set(prev));
+        self.complete(op, outcome)
+    }
+
+    /// Runs an async body (`call`) on the executing thread; completes the op
+    /// unless the body left that to its completion handle.
+    fn run_async(
+        &self,
+        op: OpPtr,
+        ctx: &OpCtx<'_>,
+        prev: u64,
+        call: impl FnOnce(&OpCtx<'_>, Completion),
+    ) -> ReadyList {
+        let b = ctx.block;
+        b.async_phase.store(PHASE_IN_BODY, Ordering::Relaxed);
+        let completion = Completion::new(self.arc(), op);
+        // A panic drops the completion during unwinding, which fails
+        // the op (unless the body already handed it elsewhere).
+        let caught = catch_unwind(AssertUnwindSafe(|| call(ctx, completion)));
+        CURRENT_ENGINE.with(|c| c.set(prev));
+        // The block must outlive the body (it holds `ctx`): a completion
+        // that arrived meanwhile left the op to us.
+        if b.async_phase
+            .compare_exchange(
+                PHASE_IN_BODY,
+                PHASE_BODY_RETURNED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            return ReadyList::new();
+        }
+        // SAFETY: the completion stored the result before its release CAS,
+        // which our acquire CAS saw; the handle is consumed, so nobody else
+        // touches it.
+        let result = unsafe { (*b.async_result.get()).take() }.map(|r| *r);
+        let outcome = match (result, caught) {
+            (Some(Err((FailureKind::CompletionDropped, _))), Err(payload)) => {
+                Outcome::Failed(FailureKind::Panic, panic_message(&*payload))
+            }
+            (Some(Ok(())), _) => Outcome::Ok,
+            (Some(Err((kind, msg))), _) => Outcome::Failed(kind, msg),
+            (None, _) => unreachable!("deferred completion without a result"),
+        };
         self.complete(op, outcome)
     }
 

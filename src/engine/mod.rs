@@ -42,6 +42,7 @@ mod counter;
 mod diagnostics;
 mod error;
 mod executor;
+mod inline_body;
 mod op;
 mod operator;
 mod prefetch;
@@ -185,6 +186,11 @@ impl Engine {
 
     /// Pushes an op whose body returns its result. Never blocks on other ops.
     ///
+    /// A body whose captures take at most three words (24 bytes on 64-bit
+    /// targets), aligned to at most a word, is stored in the engine's own
+    /// op block, which is recycled: in the steady state such a push
+    /// allocates nothing. A bigger body is boxed.
+    ///
     /// # Errors
     ///
     /// A var of another engine or a deleted var, a GPU context the engine
@@ -193,12 +199,12 @@ impl Engine {
     where
         F: FnOnce(&OpCtx<'_>) -> OpResult + Send + 'static,
     {
-        self.core()
-            .push(desc, Body::Sync(Box::new(body)), None, false)
+        self.core().push(desc, Body::sync(body), None, false)
     }
 
     /// Pushes an op whose body completes it through a [`Completion`], from
-    /// any thread. Dropping the completion unconsumed fails the op.
+    /// any thread. Dropping the completion unconsumed fails the op. Small
+    /// bodies are stored as in [`Engine::push`].
     ///
     /// # Errors
     ///
@@ -208,7 +214,7 @@ impl Engine {
         F: FnOnce(&OpCtx<'_>, Completion) + Send + 'static,
     {
         self.core()
-            .push(desc, Body::Async(Box::new(body)), None, false)
+            .push(desc, Body::asynchronous(body), None, false)
     }
 
     /// Pushes an op and blocks until it has run; returns what its body
@@ -244,12 +250,8 @@ impl Engine {
             *out.lock() = Some(r);
             Ok(())
         };
-        self.core().push(
-            desc,
-            Body::Sync(Box::new(wrapped)),
-            Some(signal.clone()),
-            false,
-        )?;
+        self.core()
+            .push(desc, Body::sync(wrapped), Some(signal.clone()), false)?;
         match signal.wait() {
             Ok(()) => Ok(slot
                 .lock()
@@ -322,10 +324,10 @@ impl Engine {
         // The deletion only drops the body: bookkeeping, not a write.
         self.core().push(
             desc,
-            Body::Sync(Box::new(move |_| {
+            Body::sync(move |_| {
                 drop(body);
                 Ok(())
-            })),
+            }),
             None,
             true,
         )
@@ -378,10 +380,10 @@ impl Engine {
             .property(Property::DeleteVar);
         self.core().push(
             desc,
-            Body::Sync(Box::new(move |_| {
+            Body::sync(move |_| {
                 on_deleted();
                 Ok(())
-            })),
+            }),
             None,
             false,
         )?;

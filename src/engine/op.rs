@@ -10,6 +10,7 @@ use crate::sync::{Arc, AtomicU8, AtomicUsize, Ordering};
 
 use super::completion::Completion;
 use super::error::OpError;
+use super::inline_body::{AsyncKind, InlineBody, SyncKind};
 use super::signal::Signal;
 use super::var::{Var, VarSlot};
 
@@ -313,6 +314,34 @@ pub(crate) enum Body {
     Async(AsyncBody),
     /// A reusable operator's body.
     Shared(SharedBody),
+    /// A small sync body stored in the block (`inline_body.rs`).
+    InlineSync(InlineBody<SyncKind>),
+    /// A small async body stored in the block.
+    InlineAsync(InlineBody<AsyncKind>),
+}
+
+impl Body {
+    /// A sync body: in place when it is small enough, else boxed.
+    pub(crate) fn sync<F>(f: F) -> Body
+    where
+        F: FnOnce(&OpCtx<'_>) -> OpResult + Send + 'static,
+    {
+        match InlineBody::new_sync(f) {
+            Ok(inline) => Body::InlineSync(inline),
+            Err(f) => Body::Sync(Box::new(f)),
+        }
+    }
+
+    /// An async body: in place when it is small enough, else boxed.
+    pub(crate) fn asynchronous<F>(f: F) -> Body
+    where
+        F: FnOnce(&OpCtx<'_>, Completion) + Send + 'static,
+    {
+        match InlineBody::new_async(f) {
+            Ok(inline) => Body::InlineAsync(inline),
+            Err(f) => Body::Async(Box::new(f)),
+        }
+    }
 }
 
 /// What the engine keeps for a pushed op.
