@@ -94,3 +94,28 @@ fn the_naive_executor_reports_its_one_thread() {
     assert_eq!(field(line, "workers"), "1");
     assert_eq!(field(line, "ops"), "100");
 }
+
+#[test]
+fn a_run_reports_the_pushing_threads_share_within_its_time() {
+    // A chain of 10 µs bodies on one worker: the pusher is done long before
+    // the ops are, so its share is a small part of the time per op.
+    let line = result_line(&[
+        "--workload",
+        "chain",
+        "--ops",
+        "2000",
+        "--body-us",
+        "10",
+        "--workers",
+        "1",
+        "--runs",
+        "3",
+    ]);
+    let line = line.as_str();
+    let total: f64 = field(line, "ns_per_op").parse().unwrap();
+    let push: f64 = field(line, "push_ns_per_op").parse().unwrap();
+    assert!(push > 0.0 && push <= total, "{line}");
+    // Every op's body takes 10 µs, so the time per op is at least that,
+    // whatever the machine's load.
+    assert!(total >= 10_000.0, "{line}");
+}

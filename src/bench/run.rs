@@ -13,6 +13,10 @@ use super::trace::Trace;
 pub struct RunResult {
     /// From the first push to the return of `wait_for_all`.
     pub elapsed: Duration,
+    /// From the first push to the return of the last: the pushing thread's
+    /// share. At high worker counts one pushing thread caps the rate at
+    /// which ops reach the workers, and this is that cap.
+    pub push_elapsed: Duration,
     /// Push-to-start latency of every op of priority > 0, in push order, in
     /// nanoseconds.
     pub latencies_ns: Vec<u64>,
@@ -91,6 +95,7 @@ pub fn run_trace(
             })?;
         }
     }
+    let push_elapsed = start.elapsed();
     engine.wait_for_all()?;
     let elapsed = start.elapsed();
     let latencies_ns = pushes
@@ -106,6 +111,7 @@ pub fn run_trace(
     engine.wait_for_all()?;
     Ok(RunResult {
         elapsed,
+        push_elapsed,
         latencies_ns,
     })
 }

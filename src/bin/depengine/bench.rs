@@ -117,6 +117,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut p50 = Vec::with_capacity(args.runs);
     let mut p99 = Vec::with_capacity(args.runs);
     let mut makespan = Vec::with_capacity(args.runs);
+    let mut push_ns = Vec::with_capacity(args.runs);
     let total_ops;
     if args.workload == Workload::Roundtrip {
         total_ops = ops;
@@ -134,6 +135,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             let r = run_trace(&engine, &trace, None)?;
             let t = r.elapsed.as_nanos() as f64;
             ns.push(t / total_ops as f64);
+            push_ns.push(r.push_elapsed.as_nanos() as f64 / total_ops as f64);
             eff.push(body_total / (workers.max(1) as f64 * t));
             makespan.push(t / 1e6);
             if !r.latencies_ns.is_empty() {
@@ -152,6 +154,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     );
     if !eff.is_empty() && shows_efficiency(&args) {
         line += &format!(" efficiency={:.3}", Summary::of(&eff).median);
+    }
+    if !push_ns.is_empty() {
+        line += &format!(" push_ns_per_op={:.1}", Summary::of(&push_ns).median);
     }
     if !p50.is_empty() {
         line += &format!(
