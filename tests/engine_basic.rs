@@ -252,20 +252,26 @@ fn priority_pool_runs_highest_priority_first() {
         .unwrap();
     let gate = engine.new_var();
     let order = Arc::new(Mutex::new(Vec::new()));
-    // Hold the single priority worker until every op below is queued.
+    // Hold the single priority worker until every op below is queued. The
+    // ops are pushed only once the gate runs: pushed while the gate still
+    // waited in the queue, the priority-9 op would rightly go first, and
+    // the order below would not be what this test means to check.
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let rx = Mutex::new(rx);
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
     engine
         .push(
             OpDesc::new("gate")
                 .writes(&gate)
                 .property(Property::CpuPrioritized),
             move |_| {
+                started_tx.send(()).unwrap();
                 rx.lock().unwrap().recv().unwrap();
                 Ok(())
             },
         )
         .unwrap();
+    started.recv().unwrap();
     for p in [1, 5, -3, 9, 0, 5] {
         let o = order.clone();
         engine
@@ -280,10 +286,8 @@ fn priority_pool_runs_highest_priority_first() {
             )
             .unwrap();
     }
-    // Let the queue fill: the gate op holds the only worker.
-    while engine.pending() < 7 {
-        std::thread::yield_now();
-    }
+    // The gate holds the only priority worker: all six wait in its queue.
+    assert_eq!(engine.pending(), 7);
     tx.send(()).unwrap();
     engine.wait_for_all().unwrap();
     assert_eq!(*order.lock().unwrap(), vec![9, 5, 5, 1, 0, -3]);
