@@ -8,6 +8,8 @@
 #   Run scripts/bench-peers.sh here once first, so that the peers are
 #   installed and their drivers built. DIR then holds:
 #     depengine            the release binary, stripped
+#     depengine-alt        $DEPENGINE_ALT stripped, when it is set: a second
+#                          build for system depengine-alt (an A/B in one run)
 #     peers/               the drivers (stripped rayon peer), MXNet's
 #                          libraries xz-compressed
 #     lib/                 every other shared library the drivers load,
@@ -18,7 +20,8 @@
 #                          WORKERS=16 BODIES="0 10" DIR/run.sh
 #   Copy the repository and DIR there (DIR inside the repository, git-ignored,
 #   travels with it) and run DIR/run.sh from the repository root.
-# Environment: CARGO_TARGET_DIR as for bench-peers.sh; XZ_LEVEL (default 6).
+# Environment: CARGO_TARGET_DIR as for bench-peers.sh; XZ_LEVEL (default 6);
+# DEPENGINE_ALT (see above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -eq 1 ]] || { sed -n '2,24p' "$0"; exit 2; }
@@ -32,6 +35,9 @@ done
 cargo build --release --quiet
 mkdir -p "$OUT/peers/rayon-target/release" "$OUT/peers/mxnet" "$OUT/lib"
 strip -o "$OUT/depengine" "$TARGET/release/depengine"
+if [[ -n ${DEPENGINE_ALT:-} ]]; then
+  strip -o "$OUT/depengine-alt" "$DEPENGINE_ALT"
+fi
 strip -o "$OUT/peers/rayon-target/release/depengine-rayon-peer" \
   "$PEERS/rayon-target/release/depengine-rayon-peer"
 cp "$PEERS"/{starpu,openmp-gomp,openmp-libomp,tbb_flow,mxnet_engine} "$OUT/peers/"
@@ -63,6 +69,9 @@ for z in "$B"/peers/mxnet/*.xz; do
     python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$z" "${z%.xz}"
 done
 export LD_LIBRARY_PATH=$B/lib:$B/peers/mxnet${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [[ -f $B/depengine-alt ]]; then
+  export DEPENGINE_ALT=${DEPENGINE_ALT:-$B/depengine-alt}
+fi
 NO_BUILD=1 PEERS=$B/peers DEPENGINE=${DEPENGINE:-$B/depengine} exec bash scripts/bench-peers.sh
 RUN
 chmod +x "$OUT/run.sh"

@@ -30,7 +30,11 @@
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
 #   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pooled depengine-naive
-#                  mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon ideal
+#                  depengine-alt mxnet starpu openmp-gomp openmp-libomp tbb-flow
+#                  rayon ideal
+#                  (depengine-alt: $DEPENGINE_ALT run as depengine is, for an
+#                  A/B of two builds in one run; its ratio to depengine is the
+#                  A/B's result)
 #                  (depengine-naive: the naive executor, every op run on the
 #                  thread that makes it ready; one thread in all, so 1 worker only)
 #                  (ideal: no system but the zero-overhead schedule of the
@@ -46,6 +50,7 @@
 #   PEERS=DIR      where the drivers, traces and results live
 #                  (default: $CARGO_TARGET_DIR/peers)
 #   DEPENGINE=BIN  the depengine binary (default: the release build)
+#   DEPENGINE_ALT=BIN  the binary of system depengine-alt (required by it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -172,6 +177,12 @@ for wl in $WORKLOADS; do
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers $((w - 1)) --help-wait --runs "$RUNS" --engine per-device
               fi ;;
+            depengine-alt)
+              if [[ -z ${DEPENGINE_ALT:-} ]]; then
+                echo "SYSTEMS names depengine-alt: set DEPENGINE_ALT to a depengine binary" >&2
+                exit 2
+              fi
+              run "$tag" "$DEPENGINE_ALT" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device ;;
             depengine-pooled) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine pooled ;;
             depengine-naive)
               # One thread in all, as an OpenMP team of one runs its tasks
