@@ -30,8 +30,10 @@
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
 #   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pooled depengine-naive
-#                  depengine-alt mxnet starpu openmp-gomp openmp-libomp tbb-flow
-#                  rayon ideal
+#                  depengine-alt depengine-batch mxnet starpu openmp-gomp openmp-libomp
+#                  tbb-flow rayon ideal
+#                  (depengine-batch: depengine pushing through Engine::batch,
+#                  $BATCH ops per batch, default 256)
 #                  (depengine-alt: $DEPENGINE_ALT run as depengine is, for an
 #                  A/B of two builds in one run; its ratio to depengine is the
 #                  A/B's result)
@@ -183,6 +185,12 @@ for wl in $WORKLOADS; do
                 exit 2
               fi
               run "$tag" "$DEPENGINE_ALT" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device ;;
+            depengine-batch)
+              if [[ $wl == roundtrip ]]; then
+                echo "$tag unsupported" | tee -a "$RESULTS"
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --batch "${BATCH:-256}"
+              fi ;;
             depengine-pooled) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine pooled ;;
             depengine-naive)
               # One thread in all, as an OpenMP team of one runs its tasks

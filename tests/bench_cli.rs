@@ -119,3 +119,28 @@ fn a_run_reports_the_pushing_threads_share_within_its_time() {
     // whatever the machine's load.
     assert!(total >= 10_000.0, "{line}");
 }
+
+#[test]
+fn batch_runs_name_their_batch_and_roundtrip_refuses_one() {
+    let line = result_line(&[
+        "--workload",
+        "wavefront",
+        "--n",
+        "30",
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        "--batch",
+        "64",
+    ]);
+    assert_eq!(field(&line, "system"), "depengine-per-device-batch64");
+    assert_eq!(field(&line, "ops"), "900");
+    let out = depengine(&["--workload", "roundtrip", "--batch", "4"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--batch") && err.contains("roundtrip"),
+        "{err}"
+    );
+}

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{thread, Arc, Condvar, Mutex};
-use crate::{Completion, Engine, EngineError, OpDesc, Var};
+use crate::{Batch, Completion, Engine, EngineError, OpDesc, Var};
 
 use super::trace::Trace;
 
@@ -46,6 +46,39 @@ pub fn run_trace(
     trace: &Trace,
     counter: Option<&Arc<AtomicUsize>>,
 ) -> Result<RunResult, EngineError> {
+    run_trace_batched(engine, trace, counter, 0)
+}
+
+/// Where the replay pushes: the engine, or an open batch.
+enum Target<'e, 'b, 'c> {
+    Engine(&'e Engine),
+    Batch(&'b mut Batch<'c>),
+}
+
+impl Target<'_, '_, '_> {
+    fn push<F>(&mut self, desc: OpDesc<'_>, body: F) -> Result<(), EngineError>
+    where
+        F: FnOnce(&crate::OpCtx<'_>) -> crate::OpResult + Send + 'static,
+    {
+        match self {
+            Target::Engine(e) => e.push(desc, body),
+            Target::Batch(b) => b.push(desc, body),
+        }
+    }
+}
+
+/// [`run_trace`], pushing the ops in batches of `batch` ([`Engine::batch`];
+/// 0: one by one).
+///
+/// # Errors
+///
+/// Any error of the engine (none is expected).
+pub fn run_trace_batched(
+    engine: &Engine,
+    trace: &Trace,
+    counter: Option<&Arc<AtomicUsize>>,
+    batch: usize,
+) -> Result<RunResult, EngineError> {
     let vars: Vec<Var> = (0..trace.vars).map(|_| engine.new_var()).collect();
     let high = trace.ops.iter().filter(|o| o.priority > 0).count();
     let starts: Arc<Vec<AtomicU64>> = Arc::new((0..high).map(|_| AtomicU64::new(0)).collect());
@@ -54,7 +87,7 @@ pub fn run_trace(
     let mut writes: Vec<&Var> = Vec::with_capacity(4);
     engine.wait_for_all()?;
     let start = Instant::now();
-    for op in &trace.ops {
+    let mut push_op = |target: &mut Target<'_, '_, '_>, op: &super::trace::TraceOp| {
         reads.clear();
         writes.clear();
         reads.extend(trace.reads(op).iter().map(|&v| &vars[v as usize]));
@@ -69,29 +102,42 @@ pub fn run_trace(
             let starts = starts.clone();
             let counter = counter.cloned();
             pushes.push(start.elapsed().as_nanos() as u64);
-            engine.push(desc, move |_| {
+            target.push(desc, move |_| {
                 starts[slot].store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 busy(ns);
                 if let Some(c) = counter {
                     c.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(())
-            })?;
+            })
         } else if let Some(c) = counter {
             let c = c.clone();
-            engine.push(desc, move |_| {
+            target.push(desc, move |_| {
                 busy(ns);
                 c.fetch_add(1, Ordering::Relaxed);
                 Ok(())
-            })?;
+            })
         } else if ns == 0 {
             // An empty op captures nothing, as the peers' empty ops do: the
             // body is a zero-sized closure and boxing it allocates nothing.
-            engine.push(desc, |_| Ok(()))?;
+            target.push(desc, |_| Ok(()))
         } else {
-            engine.push(desc, move |_| {
+            target.push(desc, move |_| {
                 busy(ns);
                 Ok(())
+            })
+        }
+    };
+    if batch == 0 {
+        let mut target = Target::Engine(engine);
+        for op in &trace.ops {
+            push_op(&mut target, op)?;
+        }
+    } else {
+        for chunk in trace.ops.chunks(batch) {
+            engine.batch(|b| {
+                let mut target = Target::Batch(b);
+                chunk.iter().try_for_each(|op| push_op(&mut target, op))
             })?;
         }
     }

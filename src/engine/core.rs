@@ -48,6 +48,11 @@ engine_thread_local! {
     static CURRENT_ENGINE: Cell<u64> = Cell::new(0);
 }
 
+engine_thread_local! {
+    /// Id of the engine for which this thread has a batch open (0: none).
+    static BATCH_ENGINE: Cell<u64> = Cell::new(0);
+}
+
 /// Engine ids start at 1 so that 0 can mean "no engine".
 static NEXT_ENGINE_ID: unmodelled::AtomicU64 = unmodelled::AtomicU64::new(1);
 
@@ -220,6 +225,19 @@ impl Core {
         signal: Option<Arc<Signal>>,
         internal: bool,
     ) -> Result<(), EngineError> {
+        self.push_to(desc, body, signal, internal, None)
+    }
+
+    /// [`Core::push`]; an op ready at once goes to `held` when given (a
+    /// batch, see `batch.rs`) instead of to the executor.
+    pub(crate) fn push_to(
+        &self,
+        desc: OpDesc<'_>,
+        body: Body,
+        signal: Option<Arc<Signal>>,
+        internal: bool,
+        held: Option<&mut Vec<OpPtr>>,
+    ) -> Result<(), EngineError> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(EngineError::ShutDown {
                 op: desc.name.into_owned(),
@@ -282,9 +300,28 @@ impl Core {
             unsafe { *b.poisoned.get() = true };
         }
         if b.wait.fetch_sub(granted + 1, Ordering::AcqRel) == granted + 1 {
-            self.executor().dispatch(self, op, None);
+            match held {
+                Some(held) => held.push(op),
+                None => self.executor().dispatch(self, op, None),
+            }
         }
         Ok(())
+    }
+
+    /// Sends the ops a batch held back where they run (see `batch.rs`).
+    pub(crate) fn dispatch_batch(&self, ops: &[OpPtr]) {
+        let _guard = AbortOnPanic::new();
+        self.executor().dispatch_batch(self, ops);
+    }
+
+    /// Marks this thread as having a batch open on this engine, or not;
+    /// returns the previous mark, to restore when a nested batch closes.
+    pub(crate) fn set_batch_open(&self, open: bool) -> u64 {
+        BATCH_ENGINE.with(|c| c.replace(if open { self.id } else { 0 }))
+    }
+
+    pub(crate) fn restore_batch_mark(&self, previous: u64) {
+        BATCH_ENGINE.with(|c| c.set(previous));
     }
 
     fn check_context(&self, ctx: Context, op: &str) -> Result<(), EngineError> {
@@ -512,6 +549,9 @@ impl Core {
     pub(crate) fn check_blocking(&self, call: &'static str) -> Result<(), EngineError> {
         if CURRENT_ENGINE.with(|c| c.get()) == self.id {
             return Err(EngineError::WaitFromWorker { call });
+        }
+        if BATCH_ENGINE.with(|c| c.get()) == self.id {
+            return Err(EngineError::WaitInBatch { call });
         }
         Ok(())
     }

@@ -163,6 +163,13 @@ pub enum EngineError {
         /// The blocking call.
         call: &'static str,
     },
+    /// A blocking call was made while this thread had a batch open on the
+    /// same engine: the batch's ready ops start only when it closes.
+    #[error("`{call}` was called inside `Engine::batch` on the same engine, which would deadlock: the batch's ops start when its closure returns; wait after it")]
+    WaitInBatch {
+        /// The blocking call.
+        call: &'static str,
+    },
     /// The op's context names a device the engine does not have.
     #[error("op `{op}` targets {context}, but the engine has {gpus} GPU device(s); configure more with EngineBuilder::gpus")]
     UnknownContext {

@@ -34,6 +34,7 @@
 //! what depends on them and are reported by waits, misuse is an `Err`.
 //! `PROTOCOL.md` beside this file explains how the code keeps it.
 
+mod batch;
 mod block_pool;
 mod builder;
 mod completion;
@@ -55,6 +56,7 @@ use std::fmt;
 
 use crate::sync::{thread, Arc, Mutex};
 
+pub use batch::Batch;
 pub(crate) use builder::EngineConfig;
 pub use builder::{
     EngineBuilder, EngineKind, ENV_COPY_WORKERS, ENV_CPU_PRIORITY_WORKERS, ENV_CPU_WORKERS,

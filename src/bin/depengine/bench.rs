@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use depengine::bench::{ideal_schedule, quantile, roundtrip, run_trace, Spec, Summary, Workload};
+use depengine::bench::{
+    ideal_schedule, quantile, roundtrip, run_trace_batched, Spec, Summary, Workload,
+};
 use depengine::{Engine, EngineKind};
 
 /// Arguments of `depengine bench`.
@@ -47,6 +49,11 @@ pub(crate) struct BenchArgs {
     /// efficiency over that many, as for the peers whose pusher is a worker.
     #[arg(long)]
     help_wait: bool,
+    /// Push the ops in batches of this many (`Engine::batch`: the ops ready
+    /// at their push are handed to the workers together when the batch
+    /// closes; 0: one by one). The line's system gets `-batch<N>`.
+    #[arg(long, default_value_t = 0, conflicts_with_all = ["dump_trace", "ideal"])]
+    batch: usize,
     /// Print what an engine with no overhead would do on `--workers`
     /// workers (list scheduling of the inferred graph, bodies only) as a
     /// line of system `ideal`, and exit: the yardstick for `efficiency`.
@@ -75,6 +82,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let ops = args.ops.unwrap_or_else(|| default_ops(args.workload));
     if ops == 0 || args.runs == 0 || args.n == 0 || args.body_us.is_nan() || args.body_us < 0.0 {
         return Err("--ops, --runs and --n must be at least 1 and --body-us at least 0".into());
+    }
+    if args.batch > 0 && args.workload == Workload::Roundtrip {
+        return Err("--batch does not apply to roundtrip, which waits after every push".into());
     }
     let body_ns = body_ns(&args);
     let spec = Spec {
@@ -106,11 +116,14 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         Some(p) => p.1 + usize::from(args.help_wait),
         None => 1,
     };
-    let system = if args.help_wait {
+    let mut system = if args.help_wait {
         format!("depengine-{}-helping", args.engine)
     } else {
         format!("depengine-{}", args.engine)
     };
+    if args.batch > 0 {
+        system += &format!("-batch{}", args.batch);
+    }
 
     let mut ns = Vec::with_capacity(args.runs);
     let mut eff = Vec::with_capacity(args.runs);
@@ -130,9 +143,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         let trace = spec.trace();
         total_ops = trace.ops.len();
         let body_total = trace.total_body_ns() as f64;
-        run_trace(&engine, &trace, None)?; // warm-up
+        run_trace_batched(&engine, &trace, None, args.batch)?; // warm-up
         for _ in 0..args.runs {
-            let r = run_trace(&engine, &trace, None)?;
+            let r = run_trace_batched(&engine, &trace, None, args.batch)?;
             let t = r.elapsed.as_nanos() as f64;
             ns.push(t / total_ops as f64);
             push_ns.push(r.push_elapsed.as_nanos() as f64 / total_ops as f64);

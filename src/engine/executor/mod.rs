@@ -90,6 +90,30 @@ impl Executor {
         }
     }
 
+    /// Sends the ops a batch held back where they run, in push order: each
+    /// pool's queue gets them one after another, and its sleepers one
+    /// wake-up call for as many of them as there are ops, not one per op.
+    pub(crate) fn dispatch_batch(&self, core: &Core, ops: &[OpPtr]) {
+        let mut touched: Vec<(&WorkerPool, usize)> = Vec::new();
+        for &op in ops {
+            // SAFETY: the batch owns the ready op; it is live until it completes.
+            let b = unsafe { op.get() };
+            match self.route(b) {
+                Route::Inline => inline::run(core, op),
+                Route::Pool(pool) => {
+                    pool.shared.enqueue(op);
+                    match touched.iter_mut().find(|(p, _)| std::ptr::eq(*p, pool)) {
+                        Some((_, n)) => *n += 1,
+                        None => touched.push((pool, 1)),
+                    }
+                }
+            }
+        }
+        for (pool, n) in touched {
+            pool.shared.notify_many(n);
+        }
+    }
+
     /// An ordinary queued op for a thread that helps while it waits
     /// (`EngineBuilder::help_while_waiting`): from the CPU pool, or the
     /// shared pool of the pooled executor.

@@ -69,6 +69,18 @@ pub(crate) struct PoolShared {
 impl PoolShared {
     /// Queues a ready op.
     pub(crate) fn push(&self, op: OpPtr) {
+        self.enqueue(op);
+        self.sleep.notify();
+    }
+
+    /// Wakes sleepers for `n` ops queued with [`PoolShared::enqueue`].
+    pub(crate) fn notify_many(&self, n: usize) {
+        self.sleep.notify_many(n);
+    }
+
+    /// Queues a ready op without waking anyone: the caller calls
+    /// [`PoolShared::notify_many`] once it has queued them all.
+    pub(crate) fn enqueue(&self, op: OpPtr) {
         // SAFETY: a ready op is live until it completes, which needs a worker
         // to take it from this queue first.
         let b = unsafe { op.get() };
@@ -82,7 +94,6 @@ impl PoolShared {
         } else {
             self.injector.push(op);
         }
-        self.sleep.notify();
     }
 
     /// An ordinary op for a thread that helps while it waits: from the

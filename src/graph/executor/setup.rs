@@ -151,8 +151,9 @@ pub(crate) fn devices(plan: &MemoryPlan) -> BTreeSet<DeviceId> {
 /// Peak figures of the activation pools, summed over devices.
 /// Waits for every op pushed since `start`; returns the wait's result, the
 /// makespan and `buffers` back. A wait refused because it was called from
-/// inside an op of the same engine means ops may still use the buffers:
-/// they are leaked rather than freed, and the error is returned.
+/// inside an op of the same engine, or inside a batch on it, means ops may
+/// still use the buffers: they are leaked rather than freed, and the error
+/// is returned.
 pub(crate) fn wait_all<B>(
     engine: &Engine,
     start: Instant,
@@ -160,7 +161,8 @@ pub(crate) fn wait_all<B>(
 ) -> Result<(Result<(), EngineError>, Duration, B), ExecError> {
     let waited = engine.wait_for_all();
     let makespan = start.elapsed();
-    if let Err(e @ EngineError::WaitFromWorker { .. }) = waited {
+    if let Err(e @ (EngineError::WaitFromWorker { .. } | EngineError::WaitInBatch { .. })) = waited
+    {
         std::mem::forget(buffers);
         return Err(e.into());
     }
