@@ -149,21 +149,35 @@ where
     f(ctx, done)
 }
 
+impl<K: Kind> InlineBody<K> {
+    /// Stores `f` inline with `vtable`, or gives it back when it does not
+    /// fit.
+    ///
+    /// # Safety
+    ///
+    /// `vtable` is the one [`Table`] made for `F`: its functions read the
+    /// storage as an `F`.
+    unsafe fn with_vtable<F>(f: F, vtable: &'static VTable<K>) -> Result<Self, F> {
+        if !fits::<F>() {
+            return Err(f);
+        }
+        Ok(InlineBody {
+            vtable,
+            // SAFETY: checked just above.
+            data: unsafe { store(f) },
+            _marker: PhantomData,
+        })
+    }
+}
+
 impl InlineBody<SyncKind> {
     /// Stores `f` inline, or gives it back when it does not fit.
     pub(crate) fn new_sync<F>(f: F) -> Result<Self, F>
     where
         F: FnOnce(&OpCtx<'_>) -> OpResult + Send + 'static,
     {
-        if !fits::<F>() {
-            return Err(f);
-        }
-        Ok(InlineBody {
-            vtable: &Table::<F>::SYNC,
-            // SAFETY: checked just above.
-            data: unsafe { store(f) },
-            _marker: PhantomData,
-        })
+        // SAFETY: `Table::<F>::SYNC` is made for `F`.
+        unsafe { Self::with_vtable(f, &Table::<F>::SYNC) }
     }
 
     /// Runs the closure, consuming the body.
@@ -171,7 +185,7 @@ impl InlineBody<SyncKind> {
         let mut me = ManuallyDrop::new(self);
         let call = me.vtable.call;
         // SAFETY: the storage holds the `F` this vtable was made for (set
-        // together in `new_sync`); `ManuallyDrop` keeps `Drop` from touching
+        // together in `with_vtable`); `ManuallyDrop` keeps `Drop` from touching
         // it after `call` has moved it out.
         unsafe { call(&mut me.data, ctx) }
     }
@@ -183,15 +197,8 @@ impl InlineBody<AsyncKind> {
     where
         F: FnOnce(&OpCtx<'_>, Completion) + Send + 'static,
     {
-        if !fits::<F>() {
-            return Err(f);
-        }
-        Ok(InlineBody {
-            vtable: &Table::<F>::ASYNC,
-            // SAFETY: checked just above.
-            data: unsafe { store(f) },
-            _marker: PhantomData,
-        })
+        // SAFETY: `Table::<F>::ASYNC` is made for `F`.
+        unsafe { Self::with_vtable(f, &Table::<F>::ASYNC) }
     }
 
     /// Runs the closure, consuming the body.
