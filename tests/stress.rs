@@ -1,25 +1,30 @@
 //! Randomized stress: several threads push random read/write ops on shared
 //! vars at once (including read-only ops, which take the fast-read path). Every op checks, with an atomic per var, that it holds the
 //! var as the contract says (one writer alone, or readers together); each
-//! thread's private counter must equal a serial count. Bounded in ops.
+//! thread's private counter must equal a serial count. Bounded in ops. The
+//! batched variants push through `Engine::batch`, several pushers at once.
 
 use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use depengine::util::rng::SplitMix64;
-use depengine::{Engine, EngineKind, OpDesc, OpError, Var};
+use depengine::{Engine, EngineKind, OpCtx, OpDesc, OpError, OpResult, Var};
 
 const VARS: usize = 48;
 const PUSHERS: usize = 3;
 const OPS_PER_PUSHER: usize = 10_000;
 
 fn stress(kind: EngineKind, workers: usize) {
-    stress_with(kind, workers, false);
+    stress_with(kind, workers, false, false);
 }
 
+type BoxedBody = Box<dyn FnOnce(&OpCtx<'_>) -> OpResult + Send>;
+
 /// With `helping`, every pusher also waits for all now and then, running
-/// queued ops itself while it waits (`help_while_waiting`).
-fn stress_with(kind: EngineKind, workers: usize, helping: bool) {
+/// queued ops itself while it waits (`help_while_waiting`). With
+/// `batched`, every pusher pushes through `Engine::batch`, 1 to 64 ops at
+/// a time.
+fn stress_with(kind: EngineKind, workers: usize, helping: bool, batched: bool) {
     let engine = Engine::builder()
         .kind(kind)
         .cpu_workers(workers)
@@ -36,6 +41,38 @@ fn stress_with(kind: EngineKind, workers: usize, helping: bool) {
                 let private = engine.new_var();
                 let counter = Arc::new(AtomicU64::new(0));
                 let mut expected = 0u64;
+                // Ops generated but not pushed yet: (reads, writes, body),
+                // pushed together at the end of each batch.
+                let mut chunk: Vec<(Vec<usize>, Vec<usize>, bool, BoxedBody)> = Vec::new();
+                let mut chunk_len = 1;
+                let flush = |chunk: &mut Vec<(Vec<usize>, Vec<usize>, bool, BoxedBody)>| {
+                    let desc_of = |r: &[usize], w: &[usize], bump: bool| {
+                        let rv: Vec<&Var> = r.iter().map(|&r| &vars[r]).collect();
+                        let mut wv: Vec<&Var> = w.iter().map(|&w| &vars[w]).collect();
+                        if bump {
+                            wv.push(&private);
+                        }
+                        (rv, wv)
+                    };
+                    if batched {
+                        engine
+                            .batch(|b| {
+                                for (r, w, bump, body) in chunk.drain(..) {
+                                    let (rv, wv) = desc_of(&r, &w, bump);
+                                    b.push(OpDesc::new("stress").reads(&rv).writes(&wv), body)?;
+                                }
+                                Ok(())
+                            })
+                            .unwrap();
+                    } else {
+                        for (r, w, bump, body) in chunk.drain(..) {
+                            let (rv, wv) = desc_of(&r, &w, bump);
+                            engine
+                                .push(OpDesc::new("stress").reads(&rv).writes(&wv), body)
+                                .unwrap();
+                        }
+                    }
+                };
                 for i in 0..OPS_PER_PUSHER {
                     // A third of the ops only read: one var mostly, which
                     // takes the lock-free fast-read path when it can.
@@ -59,50 +96,53 @@ fn stress_with(kind: EngineKind, workers: usize, helping: bool) {
                         .collect();
                     r_idx.sort_unstable();
                     r_idx.dedup();
-                    let rv: Vec<&Var> = reads.iter().map(|&r| &vars[r]).collect();
-                    let mut wv: Vec<&Var> = writes.iter().map(|&w| &vars[w]).collect();
                     let bump = i % 7 == 0;
                     if bump {
-                        wv.push(&private);
                         expected = expected * 3 + i as u64;
                     }
                     let (h, c) = (holders.clone(), counter.clone());
                     let spin = rng.below(50);
-                    engine
-                        .push(OpDesc::new("stress").reads(&rv).writes(&wv), move |_| {
-                            for &w in &w_idx {
-                                if h[w]
-                                    .compare_exchange(0, -1, Ordering::SeqCst, Ordering::SeqCst)
-                                    .is_err()
-                                {
-                                    return Err(OpError::msg(format!(
-                                        "write of var {w} overlapped another op"
-                                    )));
-                                }
+                    let body: BoxedBody = Box::new(move |_| {
+                        for &w in &w_idx {
+                            if h[w]
+                                .compare_exchange(0, -1, Ordering::SeqCst, Ordering::SeqCst)
+                                .is_err()
+                            {
+                                return Err(OpError::msg(format!(
+                                    "write of var {w} overlapped another op"
+                                )));
                             }
-                            for &r in &r_idx {
-                                if h[r].fetch_add(1, Ordering::SeqCst) < 0 {
-                                    return Err(OpError::msg(format!(
-                                        "read of var {r} overlapped a write"
-                                    )));
-                                }
+                        }
+                        for &r in &r_idx {
+                            if h[r].fetch_add(1, Ordering::SeqCst) < 0 {
+                                return Err(OpError::msg(format!(
+                                    "read of var {r} overlapped a write"
+                                )));
                             }
-                            for _ in 0..spin {
-                                std::hint::spin_loop();
-                            }
-                            if bump {
-                                let v = c.load(Ordering::Relaxed);
-                                c.store(v * 3 + i as u64, Ordering::Relaxed);
-                            }
-                            for &r in &r_idx {
-                                h[r].fetch_sub(1, Ordering::SeqCst);
-                            }
-                            for &w in &w_idx {
-                                h[w].store(0, Ordering::SeqCst);
-                            }
-                            Ok(())
-                        })
-                        .unwrap();
+                        }
+                        for _ in 0..spin {
+                            std::hint::spin_loop();
+                        }
+                        if bump {
+                            let v = c.load(Ordering::Relaxed);
+                            c.store(v * 3 + i as u64, Ordering::Relaxed);
+                        }
+                        for &r in &r_idx {
+                            h[r].fetch_sub(1, Ordering::SeqCst);
+                        }
+                        for &w in &w_idx {
+                            h[w].store(0, Ordering::SeqCst);
+                        }
+                        Ok(())
+                    });
+                    chunk.push((reads, writes, bump, body));
+                    let last = i + 1 == OPS_PER_PUSHER;
+                    if chunk.len() >= chunk_len || last || (helping && i % 1000 == 999) {
+                        flush(&mut chunk);
+                        if batched {
+                            chunk_len = 1 + rng.below(64) as usize;
+                        }
+                    }
                     if helping && i % 1000 == 999 {
                         engine.wait_for_all().unwrap();
                     }
@@ -145,10 +185,25 @@ fn stress_naive() {
 
 #[test]
 fn stress_per_device_1_helping() {
-    stress_with(EngineKind::PerDevice, 1, true);
+    stress_with(EngineKind::PerDevice, 1, true, false);
 }
 
 #[test]
 fn stress_pooled_2_helping() {
-    stress_with(EngineKind::Pooled, 2, true);
+    stress_with(EngineKind::Pooled, 2, true, false);
+}
+
+#[test]
+fn stress_pooled_2_batched() {
+    stress_with(EngineKind::Pooled, 2, false, true);
+}
+
+#[test]
+fn stress_per_device_3_batched_helping() {
+    stress_with(EngineKind::PerDevice, 3, true, true);
+}
+
+#[test]
+fn stress_naive_batched() {
+    stress_with(EngineKind::Naive, 1, false, true);
 }
