@@ -262,3 +262,48 @@ fn errors_and_failures_inside_a_batch_are_those_of_single_pushes() {
         assert_eq!(*log.lock().unwrap(), vec!["fails"], "{:?}", engine.kind());
     }
 }
+
+#[test]
+fn nested_batches_refuse_waits_on_every_engine_still_open() {
+    let a = Engine::builder()
+        .kind(EngineKind::Pooled)
+        .cpu_workers(2)
+        .build()
+        .unwrap();
+    let b = Engine::builder().kind(EngineKind::Naive).build().unwrap();
+    let (va, vb) = (a.new_var(), b.new_var());
+    a.batch(|outer| {
+        outer.push(OpDesc::new("a").writes(&va), |_| Ok(()))?;
+        b.batch(|inner| {
+            inner.push(OpDesc::new("b").writes(&vb), |_| Ok(()))?;
+            // Both batches are open: waits on either would wait for
+            // their own held ops.
+            assert!(matches!(
+                a.wait_for_all(),
+                Err(EngineError::WaitInBatch { .. })
+            ));
+            assert!(matches!(
+                b.wait_for_all(),
+                Err(EngineError::WaitInBatch { .. })
+            ));
+            // A batch on the same engine inside another one is a batch too.
+            a.batch(|same| same.push(OpDesc::new("a2").writes(&va), |_| Ok(())))?;
+            assert!(matches!(
+                a.wait_for_all(),
+                Err(EngineError::WaitInBatch { .. })
+            ));
+            Ok(())
+        })?;
+        // The inner batch closed: its ops ran, and only `a`'s batch is open.
+        b.wait_for_var(&vb)?;
+        assert_eq!(vb.version(), 1);
+        assert!(matches!(
+            a.wait_for_var(&va),
+            Err(EngineError::WaitInBatch { .. })
+        ));
+        Ok(())
+    })
+    .unwrap();
+    a.wait_for_var(&va).unwrap();
+    assert_eq!(va.version(), 2);
+}

@@ -71,16 +71,15 @@ impl Batch<'_> {
     }
 }
 
-/// Closes the batch however its closure ends: hands the held ops over and
-/// clears the thread's batch mark.
+/// Closes the batch however its closure ends: clears the thread's batch
+/// mark and hands the held ops over.
 struct Close<'a, 'b> {
     batch: &'b mut Batch<'a>,
-    previous_mark: u64,
 }
 
 impl Drop for Close<'_, '_> {
     fn drop(&mut self) {
-        self.batch.core.restore_batch_mark(self.previous_mark);
+        self.batch.core.close_batch();
         let held = std::mem::take(&mut self.batch.held);
         self.batch.core.dispatch_batch(&held);
     }
@@ -127,11 +126,8 @@ impl Engine {
             core,
             held: Vec::new(),
         };
-        let previous_mark = core.set_batch_open(true);
-        let close = Close {
-            batch: &mut batch,
-            previous_mark,
-        };
+        core.open_batch();
+        let close = Close { batch: &mut batch };
         f(close.batch)
     }
 }

@@ -49,8 +49,9 @@ engine_thread_local! {
 }
 
 engine_thread_local! {
-    /// Id of the engine for which this thread has a batch open (0: none).
-    static BATCH_ENGINE: Cell<u64> = Cell::new(0);
+    /// Ids of the engines on which this thread has a batch open, innermost
+    /// last (batches nest, on one engine or several).
+    static BATCH_ENGINES: std::cell::RefCell<Vec<u64>> = std::cell::RefCell::new(Vec::new());
 }
 
 /// Engine ids start at 1 so that 0 can mean "no engine".
@@ -314,14 +315,23 @@ impl Core {
         self.executor().dispatch_batch(self, ops);
     }
 
-    /// Marks this thread as having a batch open on this engine, or not;
-    /// returns the previous mark, to restore when a nested batch closes.
-    pub(crate) fn set_batch_open(&self, open: bool) -> u64 {
-        BATCH_ENGINE.with(|c| c.replace(if open { self.id } else { 0 }))
+    /// Marks this thread as having a batch open on this engine, until
+    /// [`Core::close_batch`].
+    pub(crate) fn open_batch(&self) {
+        BATCH_ENGINES.with(|b| b.borrow_mut().push(self.id));
     }
 
-    pub(crate) fn restore_batch_mark(&self, previous: u64) {
-        BATCH_ENGINE.with(|c| c.set(previous));
+    /// Ends the innermost batch's mark (see [`Core::open_batch`]).
+    pub(crate) fn close_batch(&self) {
+        BATCH_ENGINES.with(|b| {
+            let mut b = b.borrow_mut();
+            debug_assert_eq!(b.last(), Some(&self.id), "batches close innermost first");
+            b.pop();
+        });
+    }
+
+    fn in_batch(&self) -> bool {
+        BATCH_ENGINES.with(|b| b.borrow().contains(&self.id))
     }
 
     fn check_context(&self, ctx: Context, op: &str) -> Result<(), EngineError> {
@@ -550,7 +560,7 @@ impl Core {
         if CURRENT_ENGINE.with(|c| c.get()) == self.id {
             return Err(EngineError::WaitFromWorker { call });
         }
-        if BATCH_ENGINE.with(|c| c.get()) == self.id {
+        if self.in_batch() {
             return Err(EngineError::WaitInBatch { call });
         }
         Ok(())
