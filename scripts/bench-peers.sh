@@ -30,10 +30,12 @@
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
 #   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pooled depengine-naive
-#                  depengine-alt depengine-batch mxnet starpu openmp-gomp openmp-libomp
-#                  tbb-flow rayon ideal
+#                  depengine-alt depengine-batch depengine-pushers mxnet starpu
+#                  openmp-gomp openmp-libomp tbb-flow rayon ideal
 #                  (depengine-batch: depengine pushing through Engine::batch,
 #                  $BATCH ops per batch, default 256)
+#                  (depengine-pushers: depengine pushed from $PUSHERS threads,
+#                  default 4; indep and indep-novars only)
 #                  (depengine-alt: $DEPENGINE_ALT run as depengine is, for an
 #                  A/B of two builds in one run; its ratio to depengine is the
 #                  A/B's result)
@@ -190,6 +192,12 @@ for wl in $WORKLOADS; do
                 echo "$tag unsupported" | tee -a "$RESULTS"
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --batch "${BATCH:-256}"
+              fi ;;
+            depengine-pushers)
+              if [[ $wl != indep && $wl != indep-novars ]]; then
+                echo "$tag unsupported" | tee -a "$RESULTS"
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --pushers "${PUSHERS:-4}"
               fi ;;
             depengine-pooled) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine pooled ;;
             depengine-naive)

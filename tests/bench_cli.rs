@@ -144,3 +144,29 @@ fn batch_runs_name_their_batch_and_roundtrip_refuses_one() {
         "{err}"
     );
 }
+
+#[test]
+fn several_pushers_only_for_independent_ops() {
+    let line = result_line(&[
+        "--workload",
+        "indep-novars",
+        "--ops",
+        "3000",
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        "--pushers",
+        "3",
+    ]);
+    assert_eq!(field(&line, "system"), "depengine-per-device-pushers3");
+    let out = depengine(&["--workload", "wavefront", "--pushers", "2"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--pushers") && err.contains("wavefront"),
+        "{err}"
+    );
+    let out = depengine(&["--workload", "indep", "--pushers", "0"]);
+    assert!(!out.status.success());
+}

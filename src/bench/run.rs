@@ -162,6 +162,73 @@ pub fn run_trace_batched(
     })
 }
 
+/// [`run_trace`] with `pushers` pushing threads: op `i` is pushed by
+/// thread `i % pushers`, each thread in trace order, all at once. Only for
+/// traces whose ops do not depend on one another's order (`indep`,
+/// `indep-novars`): with several pushers the order between threads, and so
+/// which op waits for which on a shared var, is whatever the threads make
+/// it. One pushing thread caps the rate at which ops reach many workers;
+/// this shows what several give. Priority latencies are not recorded.
+///
+/// # Errors
+///
+/// Any error of the engine (none is expected).
+pub fn run_trace_pushers(
+    engine: &Engine,
+    trace: &Trace,
+    counter: Option<&Arc<AtomicUsize>>,
+    pushers: usize,
+) -> Result<RunResult, EngineError> {
+    let pushers = pushers.max(1);
+    let vars: Vec<Var> = (0..trace.vars).map(|_| engine.new_var()).collect();
+    engine.wait_for_all()?;
+    let start = Instant::now();
+    let pushed: Result<(), EngineError> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..pushers)
+            .map(|t| {
+                let vars = &vars;
+                scope.spawn(move || -> Result<(), EngineError> {
+                    let mut reads: Vec<&Var> = Vec::with_capacity(32);
+                    let mut writes: Vec<&Var> = Vec::with_capacity(4);
+                    for op in trace.ops.iter().skip(t).step_by(pushers) {
+                        reads.clear();
+                        writes.clear();
+                        reads.extend(trace.reads(op).iter().map(|&v| &vars[v as usize]));
+                        writes.extend(trace.writes(op).iter().map(|&v| &vars[v as usize]));
+                        let desc = OpDesc::new("bench").reads(&reads).writes(&writes);
+                        let ns = op.body_ns;
+                        let counter = counter.cloned();
+                        engine.push(desc, move |_| {
+                            busy(ns);
+                            if let Some(c) = counter {
+                                c.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(())
+                        })?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    });
+    let push_elapsed = start.elapsed();
+    pushed?;
+    engine.wait_for_all()?;
+    let elapsed = start.elapsed();
+    for v in vars {
+        engine.delete_var(v)?;
+    }
+    engine.wait_for_all()?;
+    Ok(RunResult {
+        elapsed,
+        push_elapsed,
+        latencies_ns: Vec::new(),
+    })
+}
+
 /// One handoff slot between the pushing side and the completing thread.
 struct Handoff {
     slot: Mutex<(Option<Completion>, bool)>,

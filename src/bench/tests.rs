@@ -45,6 +45,27 @@ fn every_workload_runs_every_op_on_every_executor() {
 }
 
 #[test]
+fn several_pushers_push_every_op_once() {
+    for kind in [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice] {
+        let engine = Engine::builder().kind(kind).cpu_workers(2).build().unwrap();
+        for w in [Workload::Indep, Workload::IndepNoVars] {
+            let trace = Spec::new(w, 1001).trace();
+            for pushers in [1, 3] {
+                let counter = Arc::new(AtomicUsize::new(0));
+                let r = run_trace_pushers(&engine, &trace, Some(&counter), pushers).unwrap();
+                assert_eq!(
+                    counter.load(Ordering::Relaxed),
+                    1001,
+                    "{kind:?} {w} {pushers}"
+                );
+                assert!(r.push_elapsed <= r.elapsed);
+                assert_eq!(engine.pending(), 0);
+            }
+        }
+    }
+}
+
+#[test]
 fn legacy_entry_point_runs_the_old_workloads() {
     let engine = Engine::builder().cpu_workers(2).build().unwrap();
     for w in [Workload::Indep, Workload::Chain, Workload::Readers] {

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use depengine::bench::{
-    ideal_schedule, quantile, roundtrip, run_trace_batched, Spec, Summary, Workload,
+    ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, Spec, Summary,
+    Workload,
 };
 use depengine::{Engine, EngineKind};
 
@@ -54,6 +55,11 @@ pub(crate) struct BenchArgs {
     /// closes; 0: one by one). The line's system gets `-batch<N>`.
     #[arg(long, default_value_t = 0, conflicts_with_all = ["dump_trace", "ideal"])]
     batch: usize,
+    /// Push from this many threads at once, op i from thread i mod N
+    /// (`indep` and `indep-novars` only, whose ops do not depend on the
+    /// order between threads). The line's system gets `-pushers<N>`.
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["dump_trace", "ideal", "batch"])]
+    pushers: usize,
     /// Print what an engine with no overhead would do on `--workers`
     /// workers (list scheduling of the inferred graph, bodies only) as a
     /// line of system `ideal`, and exit: the yardstick for `efficiency`.
@@ -85,6 +91,16 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.batch > 0 && args.workload == Workload::Roundtrip {
         return Err("--batch does not apply to roundtrip, which waits after every push".into());
+    }
+    if args.pushers == 0 {
+        return Err("--pushers must be at least 1".into());
+    }
+    if args.pushers > 1 && !matches!(args.workload, Workload::Indep | Workload::IndepNoVars) {
+        return Err(format!(
+            "--pushers applies to indep and indep-novars only: the ops of {} depend on their push order, which several pushing threads would not keep",
+            args.workload
+        )
+        .into());
     }
     let body_ns = body_ns(&args);
     let spec = Spec {
@@ -124,6 +140,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.batch > 0 {
         system += &format!("-batch{}", args.batch);
     }
+    if args.pushers > 1 {
+        system += &format!("-pushers{}", args.pushers);
+    }
 
     let mut ns = Vec::with_capacity(args.runs);
     let mut eff = Vec::with_capacity(args.runs);
@@ -143,9 +162,16 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         let trace = spec.trace();
         total_ops = trace.ops.len();
         let body_total = trace.total_body_ns() as f64;
-        run_trace_batched(&engine, &trace, None, args.batch)?; // warm-up
+        let run_once = || {
+            if args.pushers > 1 {
+                run_trace_pushers(&engine, &trace, None, args.pushers)
+            } else {
+                run_trace_batched(&engine, &trace, None, args.batch)
+            }
+        };
+        run_once()?; // warm-up
         for _ in 0..args.runs {
-            let r = run_trace_batched(&engine, &trace, None, args.batch)?;
+            let r = run_once()?;
             let t = r.elapsed.as_nanos() as f64;
             ns.push(t / total_ops as f64);
             push_ns.push(r.push_elapsed.as_nanos() as f64 / total_ops as f64);
