@@ -151,6 +151,17 @@ pub fn run_trace_batched(
         .collect();
     drop(reads);
     drop(writes);
+    finish_run(engine, vars, elapsed, push_elapsed, latencies_ns)
+}
+
+/// Deletes a replay's vars (untimed) and makes its result.
+fn finish_run(
+    engine: &Engine,
+    vars: Vec<Var>,
+    elapsed: Duration,
+    push_elapsed: Duration,
+    latencies_ns: Vec<u64>,
+) -> Result<RunResult, EngineError> {
     for v in vars {
         engine.delete_var(v)?;
     }
@@ -218,15 +229,7 @@ pub fn run_trace_pushers(
     pushed?;
     engine.wait_for_all()?;
     let elapsed = start.elapsed();
-    for v in vars {
-        engine.delete_var(v)?;
-    }
-    engine.wait_for_all()?;
-    Ok(RunResult {
-        elapsed,
-        push_elapsed,
-        latencies_ns: Vec::new(),
-    })
+    finish_run(engine, vars, elapsed, push_elapsed, Vec::new())
 }
 
 /// One handoff slot between the pushing side and the completing thread.
