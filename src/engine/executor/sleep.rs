@@ -53,16 +53,14 @@ impl Sleep {
     /// Called after queueing work.
     #[inline]
     pub(crate) fn notify(&self) {
-        fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) > 0 && self.searching.load(Ordering::SeqCst) == 0 {
-            let _g = self.lock.lock();
-            self.cv.notify_one();
-        }
+        self.notify_many(1);
     }
 
-    /// Called after queueing `n` ops at once: as `n` calls of `notify`,
-    /// with one lock. The argument of the module docs holds for the first
-    /// wake-up as for `notify`; the others only spread the ops sooner.
+    /// Called after queueing `n` ops at once: wakes up to `n` sleepers
+    /// under one lock, unless somebody searches. The argument of the module
+    /// docs holds for the first wake-up; the others only spread the ops
+    /// sooner.
+    #[inline]
     pub(crate) fn notify_many(&self, n: usize) {
         fence(Ordering::SeqCst);
         let sleepers = self.sleepers.load(Ordering::SeqCst);
