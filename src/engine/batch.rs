@@ -71,17 +71,12 @@ impl Batch<'_> {
     }
 }
 
-/// Closes the batch however its closure ends: clears the thread's batch
-/// mark and hands the held ops over.
-struct Close<'a, 'b> {
-    batch: &'b mut Batch<'a>,
-}
-
-impl Drop for Close<'_, '_> {
+/// Closes the batch however [`Engine::batch`]'s closure ends (returned or
+/// unwinding): clears the thread's batch mark and hands the held ops over.
+impl Drop for Batch<'_> {
     fn drop(&mut self) {
-        self.batch.core.close_batch();
-        let held = std::mem::take(&mut self.batch.held);
-        self.batch.core.dispatch_batch(&held);
+        self.core.close_batch();
+        self.core.dispatch_batch(&self.held);
     }
 }
 
@@ -122,12 +117,11 @@ impl Engine {
         f: impl FnOnce(&mut Batch<'_>) -> Result<R, EngineError>,
     ) -> Result<R, EngineError> {
         let core = self.core();
+        core.open_batch();
         let mut batch = Batch {
             core,
             held: Vec::new(),
         };
-        core.open_batch();
-        let close = Close { batch: &mut batch };
-        f(close.batch)
+        f(&mut batch)
     }
 }

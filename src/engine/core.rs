@@ -321,12 +321,16 @@ impl Core {
         BATCH_ENGINES.with(|b| b.borrow_mut().push(self.id));
     }
 
-    /// Ends the innermost batch's mark (see [`Core::open_batch`]).
+    /// Ends one batch's mark for this engine (see [`Core::open_batch`]).
+    /// Batches close innermost first, unless a closure swapped two of
+    /// them (`std::mem::swap` through their `&mut`): the mark to drop is
+    /// then this engine's last, not necessarily the top.
     pub(crate) fn close_batch(&self) {
         BATCH_ENGINES.with(|b| {
             let mut b = b.borrow_mut();
-            debug_assert_eq!(b.last(), Some(&self.id), "batches close innermost first");
-            b.pop();
+            if let Some(at) = b.iter().rposition(|&id| id == self.id) {
+                b.remove(at);
+            }
         });
     }
 
