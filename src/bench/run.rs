@@ -6,7 +6,7 @@ use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{thread, Arc, Condvar, Mutex};
 use crate::{Batch, Completion, Engine, EngineError, OpDesc, Var};
 
-use super::trace::Trace;
+use super::trace::{Trace, TraceOp};
 
 /// What one timed run measured.
 #[derive(Debug, Clone, Default)]
@@ -49,6 +49,20 @@ pub fn run_trace(
     run_trace_batched(engine, trace, counter, 0)
 }
 
+/// Sets `reads` and `writes` to the vars `op` reads and writes.
+fn gather<'v>(
+    trace: &Trace,
+    op: &TraceOp,
+    vars: &'v [Var],
+    reads: &mut Vec<&'v Var>,
+    writes: &mut Vec<&'v Var>,
+) {
+    reads.clear();
+    writes.clear();
+    reads.extend(trace.reads(op).iter().map(|&v| &vars[v as usize]));
+    writes.extend(trace.writes(op).iter().map(|&v| &vars[v as usize]));
+}
+
 /// Where the replay pushes: the engine, or an open batch.
 enum Target<'e, 'b, 'c> {
     Engine(&'e Engine),
@@ -87,11 +101,8 @@ pub fn run_trace_batched(
     let mut writes: Vec<&Var> = Vec::with_capacity(4);
     engine.wait_for_all()?;
     let start = Instant::now();
-    let mut push_op = |target: &mut Target<'_, '_, '_>, op: &super::trace::TraceOp| {
-        reads.clear();
-        writes.clear();
-        reads.extend(trace.reads(op).iter().map(|&v| &vars[v as usize]));
-        writes.extend(trace.writes(op).iter().map(|&v| &vars[v as usize]));
+    let mut push_op = |target: &mut Target<'_, '_, '_>, op: &TraceOp| {
+        gather(trace, op, &vars, &mut reads, &mut writes);
         let desc = OpDesc::new("bench")
             .reads(&reads)
             .writes(&writes)
@@ -202,10 +213,7 @@ pub fn run_trace_pushers(
                     let mut reads: Vec<&Var> = Vec::with_capacity(32);
                     let mut writes: Vec<&Var> = Vec::with_capacity(4);
                     for op in trace.ops.iter().skip(t).step_by(pushers) {
-                        reads.clear();
-                        writes.clear();
-                        reads.extend(trace.reads(op).iter().map(|&v| &vars[v as usize]));
-                        writes.extend(trace.writes(op).iter().map(|&v| &vars[v as usize]));
+                        gather(trace, op, vars, &mut reads, &mut writes);
                         let desc = OpDesc::new("bench").reads(&reads).writes(&writes);
                         let ns = op.body_ns;
                         let counter = counter.cloned();
