@@ -450,40 +450,18 @@ impl OpBlock {
     }
 }
 
-/// What a prefetch of an op block is for.
-#[derive(Clone, Copy)]
-pub(crate) enum Intent {
-    /// The block will be read (a worker about to run the op).
-    Read,
-    /// The block will be written (a pusher about to fill a recycled block).
-    // Under loom blocks are not recycled (`block_pool.rs`).
-    #[cfg_attr(loom, allow(dead_code))]
-    Write,
-}
-
 /// Asks the CPU to start fetching `block`'s two hot lines into this core's
-/// cache: a block usually lies in another core's cache when it is needed.
+/// cache: a block usually lies in another core's cache when it is needed,
+/// whether a worker is about to run the op or a pusher to fill a recycled
+/// block. A read prefetch in both cases: a write-intent one (PREFETCHW)
+/// needs the unstable `prfchw` target feature, without which LLVM lowers
+/// `_MM_HINT_ET0` to this same read prefetch (see the branch
+/// `wip/per-worker-parkers` for an inline-assembly one).
 #[inline]
-pub(crate) fn prefetch_block(block: *const OpBlock, intent: Intent) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        let p = block as *const i8;
-        match intent {
-            Intent::Read => {
-                super::prefetch::line(p);
-                super::prefetch::line(p.wrapping_add(64));
-            }
-            // SAFETY: prefetching is a hint: it never faults and has no
-            // effect on memory; `p` and `p + 64` lie inside the block.
-            Intent::Write => unsafe {
-                _mm_prefetch::<_MM_HINT_ET0>(p);
-                _mm_prefetch::<_MM_HINT_ET0>(p.add(64));
-            },
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (block, intent);
+pub(crate) fn prefetch_block(block: *const OpBlock) {
+    let p = block as *const u8;
+    super::prefetch::line(p);
+    super::prefetch::line(p.wrapping_add(64));
 }
 
 /// A pointer to a live op block, passed between threads through var queues
