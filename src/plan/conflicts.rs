@@ -9,6 +9,7 @@
 //! TFLite does, and [`Conflicts::from_reallocation_graph`] turns it into the
 //! pairs a planner must keep apart.
 
+use super::adjacency::Adjacency;
 use super::records::UsageRecord;
 
 /// A conflict pair names a tensor that does not exist.
@@ -135,32 +136,14 @@ pub fn apart(records: &[UsageRecord], conflicts: Option<&Conflicts>, a: usize, b
 /// For every tensor, the tensors it may not share memory with (ascending):
 /// those alive at a common op, plus its conflicts.
 pub fn neighbors(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> Vec<Vec<usize>> {
-    let n = records.len();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| (records[i].first, i));
-    let mut adj = vec![Vec::new(); n];
-    // Sweep by first op; `active` holds the tensors whose interval has begun
-    // and may still be alive.
-    let mut active: Vec<usize> = Vec::new();
-    for &i in &order {
-        let f = records[i].first;
-        active.retain(|&j| records[j].last >= f);
-        for &j in &active {
-            adj[i].push(j);
-            adj[j].push(i);
-        }
-        active.push(i);
-    }
-    if let Some(c) = conflicts {
-        for (i, a) in adj.iter_mut().enumerate() {
-            a.extend_from_slice(c.of(i));
-        }
-    }
-    for a in &mut adj {
-        a.sort_unstable();
-        a.dedup();
-    }
-    adj
+    let adj = Adjacency::new(records, conflicts);
+    (0..records.len())
+        .map(|i| {
+            let mut l: Vec<usize> = adj.of(i).iter().map(|&j| j as usize).collect();
+            l.sort_unstable();
+            l
+        })
+        .collect()
 }
 
 /// TFLite's reallocation graph of a dependency graph over tensors

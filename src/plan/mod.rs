@@ -32,6 +32,7 @@
 
 use std::time::Duration;
 
+mod adjacency;
 mod best;
 mod coalesce;
 mod conflicts;

@@ -2,7 +2,8 @@
 //! in a given order, into a gap among the already placed tensors they may not
 //! share memory with.
 
-use super::conflicts::{neighbors, time_only, Conflicts};
+use super::adjacency::Adjacency;
+use super::conflicts::{time_only, Conflicts};
 use super::records::UsageRecord;
 use super::skyline::{self, Spans};
 use super::OffsetsAssignment;
@@ -60,7 +61,7 @@ pub(crate) fn gap_offset(
 /// many orders.
 pub(crate) struct Placer<'a> {
     records: &'a [UsageRecord],
-    adj: Vec<Vec<usize>>,
+    adj: Adjacency,
     alignment: u64,
     /// Whether nothing but time overlap keeps tensors apart: the skyline
     /// then reads a tree over the ops instead of the neighbour lists.
@@ -83,7 +84,7 @@ impl<'a> Placer<'a> {
         let time_only = time_only(conflicts);
         Self {
             records,
-            adj: neighbors(records, conflicts),
+            adj: Adjacency::new(records, conflicts),
             alignment: alignment.max(1),
             time_only,
             spans: None,
@@ -120,7 +121,8 @@ impl<'a> Placer<'a> {
         for &i in order {
             let size = self.records[i].size;
             self.busy.clear();
-            for &j in &self.adj[i] {
+            for &j in self.adj.of(i) {
+                let j = j as usize;
                 if self.placed[j] {
                     self.busy
                         .push((self.offsets[j], self.offsets[j] + self.records[j].size));
@@ -178,7 +180,8 @@ impl<'a> Placer<'a> {
             self.offsets[i] = off;
             total = total.max(off + size);
             let top = self.align(off + size);
-            for &j in &self.adj[i] {
+            for &j in self.adj.of(i) {
+                let j = j as usize;
                 if !self.placed[j] && min_offset[j] < top {
                     min_offset[j] = top;
                     heap.push(Reverse((top, rank[j], j)));

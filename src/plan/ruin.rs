@@ -22,6 +22,7 @@
 use std::cmp::Reverse;
 use std::time::Instant;
 
+use super::adjacency::Adjacency;
 use super::offsets::{gap_offset, Fit};
 use super::records::UsageRecord;
 use super::OffsetsAssignment;
@@ -53,7 +54,7 @@ pub(crate) struct Ruin<'a> {
     moved: Vec<Slot>,
     busy: Vec<(u64, u64)>,
     /// For every tensor, the tensors alive at a common op.
-    adj: Vec<Vec<usize>>,
+    adj: Adjacency,
     /// Whether a band tensor has been placed again in this step.
     done: Vec<bool>,
     /// Tensors that never move (see [`freeze`](Self::freeze)).
@@ -103,7 +104,7 @@ impl<'a> Ruin<'a> {
             fixed: Vec::new(),
             moved: Vec::new(),
             busy: Vec::new(),
-            adj: super::conflicts::neighbors(records, None),
+            adj: Adjacency::new(records, None),
             done: vec![false; n],
             frozen: vec![false; n],
         }
@@ -164,7 +165,7 @@ impl<'a> Ruin<'a> {
         for k in 0..self.band.len() {
             let i = self.band[k];
             let r = &self.records[i];
-            let o = if self.adj[i].len() * 8 < self.fixed.len() {
+            let o = if self.adj.degree(i) * 8 < self.fixed.len() {
                 self.gap_by_neighbours(i, fit)
             } else {
                 self.gap(r, fit)
@@ -291,7 +292,8 @@ impl<'a> Ruin<'a> {
     /// fixed list: its neighbours that stay or have moved, sorted.
     fn gap_by_neighbours(&mut self, i: usize, fit: Fit) -> u64 {
         self.busy.clear();
-        for &j in &self.adj[i] {
+        for &j in self.adj.of(i) {
+            let j = j as usize;
             if !self.in_band[j] || self.done[j] {
                 self.busy
                     .push((self.offsets[j], self.offsets[j] + self.records[j].size));

@@ -45,7 +45,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::conflicts::{neighbors, time_only, Conflicts};
+use super::adjacency::Adjacency;
+use super::conflicts::{time_only, Conflicts};
 use super::exact::Fits;
 use super::records::UsageRecord;
 use super::skyline::Spans;
@@ -176,7 +177,7 @@ const RANKINGS: [[Key; 3]; 6] = [
 pub(crate) struct Search<'a> {
     records: &'a [UsageRecord],
     conflicts: Option<&'a Conflicts>,
-    adj: Vec<Vec<usize>>,
+    adj: Adjacency,
     align: u64,
     /// Section range [lo, hi] of each record.
     span: Vec<(usize, usize)>,
@@ -214,7 +215,7 @@ impl<'a> Search<'a> {
         align: u64,
     ) -> Self {
         let n = records.len();
-        let adj = neighbors(records, conflicts);
+        let adj = Adjacency::new(records, conflicts);
         // Sections: the distinct first ops; a record covers every section
         // whose op lies in its interval. Two records overlap exactly when
         // they share a section.
@@ -524,7 +525,7 @@ impl<'a> Search<'a> {
             // constrains nothing left: if nothing fits with it at its
             // minimum offset, nothing fits without it either, so its
             // siblings need not be tried (MiniMalloc's hatless pruning).
-            let hatless = self.adj[i].iter().all(|&j| self.placed[j]);
+            let hatless = self.adj.of(i).iter().all(|&j| self.placed[j as usize]);
             let r = self.place_and_recurse(members, lo, hi, i, off, rank, budget);
             match r {
                 Ok(false) if hatless => return Ok(false),
@@ -557,8 +558,8 @@ impl<'a> Search<'a> {
             self.total[s] -= size;
         }
         let mut raised: Vec<(usize, u64)> = Vec::new();
-        for k in 0..self.adj[i].len() {
-            let j = self.adj[i][k];
+        for k in 0..self.adj.degree(i) {
+            let j = self.adj.of(i)[k] as usize;
             if !self.placed[j] && self.min_offset[j] < top {
                 raised.push((j, self.min_offset[j]));
                 self.min_offset[j] = top;

@@ -1,7 +1,8 @@
 //! Checks any plan against its records: every tensor placed, no two tensors
 //! that may be alive together share bytes, sizes and totals consistent.
 
-use super::conflicts::{apart, neighbors, Conflicts};
+use super::adjacency::Adjacency;
+use super::conflicts::{apart, Conflicts};
 use super::records::UsageRecord;
 use super::{ObjectsAssignment, OffsetsAssignment};
 
@@ -165,9 +166,9 @@ pub fn validate_offsets(
             });
         }
     }
-    let adj = neighbors(records, conflicts);
-    for (a, list) in adj.iter().enumerate() {
-        for &b in list.iter().filter(|&&b| b > a) {
+    let adj = Adjacency::new(records, conflicts);
+    for a in 0..records.len() {
+        for b in adj.of(a).iter().map(|&b| b as usize).filter(|&b| b > a) {
             debug_assert!(apart(records, conflicts, a, b));
             let (oa, ob) = (plan.offsets[a], plan.offsets[b]);
             let (ea, eb) = (oa + records[a].size, ob + records[b].size);
