@@ -264,3 +264,60 @@ fn improve_under_a_time_limit_validates_and_beats_greedy() {
         assert!(out.total_size >= lower_bound(&recs), "seed {seed}");
     }
 }
+
+/// With no time at all, exact runs no search (zero nodes) and answers with
+/// the heuristic plan: unknown at a capacity below it, fits at one above,
+/// and without a capacity a plan no worse than greedy by size whose proven
+/// bound is the lower bound. Large inputs used to run every fixed order
+/// first, whatever the clock said.
+#[test]
+fn exact_without_time_answers_from_the_heuristics() {
+    let recs = perfect_packing(3000, 0x6000_0001);
+    let lb = lower_bound(&recs);
+    let greedy = offsets_greedy_by_size(&recs, None, 1).total_size;
+    assert!(greedy > lb, "greedy at the bound: pick another seed");
+    let run = |capacity| {
+        exact(
+            &recs,
+            None,
+            &ExactOptions {
+                capacity,
+                time_limit: Some(std::time::Duration::ZERO),
+                ..ExactOptions::default()
+            },
+        )
+    };
+    let out = run(Some(lb));
+    assert_eq!(out.nodes, 0);
+    assert_eq!(out.fits, Fits::Unknown);
+    validate_offsets(&recs, None, &out.plan, 1).unwrap();
+    assert!(out.plan.total_size <= greedy);
+    let roomy = run(Some(greedy));
+    assert_eq!((roomy.nodes, roomy.fits), (0, Fits::Yes));
+    assert!(roomy.plan.total_size <= greedy);
+    let free = run(None);
+    assert_eq!((free.nodes, free.fits), (0, Fits::Unknown));
+    assert_eq!(free.proven_bound, lb);
+    validate_offsets(&recs, None, &free.plan, 1).unwrap();
+    assert!(free.plan.total_size <= greedy);
+}
+
+/// With no time, improve still returns a valid plan no worse than greedy
+/// by size, on a trace it splits at free ops and coalesces (the paths that
+/// now stop at the clock).
+#[test]
+fn improve_without_time_keeps_greedy_by_size() {
+    let recs = perfect_packing(5000, 0x6000_0002);
+    let greedy = offsets_greedy_by_size(&recs, None, 1).total_size;
+    let out = improve(
+        &recs,
+        None,
+        &ImproveOptions {
+            time_limit: Some(std::time::Duration::ZERO),
+            ..ImproveOptions::default()
+        },
+    );
+    validate_offsets(&recs, None, &out, 1).unwrap();
+    assert!(out.total_size <= greedy);
+    assert!(out.total_size >= lower_bound(&recs));
+}

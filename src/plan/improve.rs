@@ -46,8 +46,11 @@ pub struct ImproveOptions {
     pub alignment: u64,
     /// Local-search steps after the fixed orders (each one placement).
     pub iterations: usize,
-    /// Stop the local search after this long, whatever `iterations` says.
-    /// None: run all iterations (deterministic).
+    /// Stop after this long, whatever `iterations` says: the searches stop
+    /// at it, and what has not started by then is skipped. Greedy by size,
+    /// which `improve` is never worse than, always runs, so a trace whose
+    /// greedy placement alone takes longer overruns it by that much (about
+    /// 0.4 s on 100,000 tensors). None: run all iterations (deterministic).
     pub time_limit: Option<Duration>,
     /// Seed of the local search's random moves.
     pub seed: u64,
@@ -80,24 +83,34 @@ fn sorted_by<K: Ord>(n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
     v
 }
 
-/// The fixed orders tried first, greedy by size's own order first.
-pub(crate) fn seed_orders(records: &[UsageRecord]) -> Vec<Vec<usize>> {
+/// The fixed orders tried first, greedy by size's own order first, each
+/// made only when it is reached: under a time limit on a large trace the
+/// search stops part way, and the last order alone (by breadth) costs a
+/// list of the live tensors at every op.
+pub(crate) fn seed_orders(records: &[UsageRecord]) -> impl Iterator<Item = Vec<usize>> + '_ {
     use std::cmp::Reverse;
     let n = records.len();
-    let span = |i: usize| (records[i].last - records[i].first + 1) as u64;
+    let span = move |i: usize| (records[i].last - records[i].first + 1) as u64;
+    let size = move |i: usize| records[i].size;
+    let first = move |i: usize| records[i].first;
     // Size-led orders first: on large hard traces the time limit may cut
     // the list short, and they are the ones that win there.
-    let mut orders = vec![
-        order_by_size(records),
-        sorted_by(n, |i| (Reverse(records[i].size), records[i].first, i)),
-        sorted_by(n, |i| (Reverse(records[i].size), Reverse(span(i)), i)),
-        sorted_by(n, |i| {
-            (Reverse(records[i].size as u128 * span(i) as u128), i)
-        }),
-        sorted_by(n, |i| (Reverse(span(i)), Reverse(records[i].size), i)),
-        sorted_by(n, |i| (records[i].first, Reverse(records[i].size), i)),
+    let orders: [Box<dyn Fn() -> Vec<usize> + '_>; 7] = [
+        Box::new(move || order_by_size(records)),
+        Box::new(move || sorted_by(n, |i| (Reverse(size(i)), first(i), i))),
+        Box::new(move || sorted_by(n, |i| (Reverse(size(i)), Reverse(span(i)), i))),
+        Box::new(move || sorted_by(n, |i| (Reverse(size(i) as u128 * span(i) as u128), i))),
+        Box::new(move || sorted_by(n, |i| (Reverse(span(i)), Reverse(size(i)), i))),
+        Box::new(move || sorted_by(n, |i| (first(i), Reverse(size(i)), i))),
+        Box::new(move || breadth_order(records)),
     ];
-    // Widest op first, its tensors largest first.
+    orders.into_iter().map(|make| make())
+}
+
+/// Widest op first, its tensors largest first.
+fn breadth_order(records: &[UsageRecord]) -> Vec<usize> {
+    use std::cmp::Reverse;
+    let n = records.len();
     let profiles = task_profiles(records);
     let breadths = task_breadths(records);
     let tasks = sorted_by(profiles.len(), |t| (Reverse(breadths[t]), t));
@@ -110,8 +123,7 @@ pub(crate) fn seed_orders(records: &[UsageRecord]) -> Vec<Vec<usize>> {
             }
         }
     }
-    orders.push(order);
-    orders
+    order
 }
 
 /// Tie-breaking ranks for the skyline placement (0 goes first): by the
@@ -277,23 +289,31 @@ fn search_all(
     let Some(strict) = strict else {
         return search_orders(records, conflicts, &shorter(options));
     };
-    // The matched coalescing, when it merges more, is a second guess at the
-    // structure: neither one wins on every trace.
-    let matched = Coalesced::new(records, options.alignment, true)
-        .filter(|g| g.records.len() < strict.records.len());
     // A search over the records themselves too, only when they are few:
     // on MiniMalloc's trace H (316 tensors) it is what reaches the bound,
     // while on the 10,000-tensor perfect packings (parts of 746 to 9,055
     // records) it never came within 0.05 of the coalesced plans, and took
     // a third of the time from them.
     let direct = records.len() <= DIRECT_MAX_RECORDS;
-    let searches = 1 + usize::from(matched.is_some()) + usize::from(direct);
     let bound = lower_bound(records);
     // Without the direct search, greedy by size over the records keeps
     // `improve` never worse than it (the direct search starts from it).
     let mut best = (floor && !direct)
         .then(|| super::offsets_greedy_by_size(records, conflicts, options.alignment));
     let budget = options.time_limit.map(|t| t.saturating_sub(reserve));
+    // Past the time, what is left is skipped: greedy by size alone (the
+    // floor) can take the whole limit on a large trace (100,000 records:
+    // 0.7 s), and each search would still pay for its coalescing and its
+    // fixed orders.
+    let late = || budget.is_some_and(|t| start.elapsed() >= t);
+    if best.is_some() && late() {
+        return best.unwrap_or_default();
+    }
+    // The matched coalescing, when it merges more, is a second guess at the
+    // structure: neither one wins on every trace.
+    let matched = Coalesced::new(records, options.alignment, true)
+        .filter(|g| g.records.len() < strict.records.len());
+    let searches = 1 + usize::from(matched.is_some()) + usize::from(direct);
     let share = |k: usize| {
         let mut part = options.clone();
         // An equal share of what is left for each search still to run.
@@ -301,7 +321,7 @@ fn search_all(
         part
     };
     for (k, groups) in [Some(strict), matched].into_iter().flatten().enumerate() {
-        if best.as_ref().is_some_and(|b| b.total_size <= bound) {
+        if best.as_ref().is_some_and(|b| b.total_size <= bound) || (best.is_some() && late()) {
             return best.unwrap_or_default();
         }
         let grouped = groups.expand(&search_orders(&groups.records, None, &share(k)));
@@ -316,7 +336,11 @@ fn search_all(
             best = Some(grouped);
         }
     }
-    if direct && best.as_ref().is_none_or(|b| b.total_size > bound) {
+    if direct
+        && best
+            .as_ref()
+            .is_none_or(|b| b.total_size > bound && !late())
+    {
         let plan = search_orders(records, conflicts, &share(searches - 1));
         if best.as_ref().is_none_or(|b| plan.total_size < b.total_size) {
             best = Some(plan);
@@ -353,7 +377,7 @@ fn search_orders(
         }
     }
     let mut best: Best = None;
-    let mut orders = seed_orders(records).into_iter();
+    let mut orders = seed_orders(records);
     // Greedy by size's order, with both fits, always runs.
     let first = orders.next().unwrap_or_default();
     for fit in [Fit::Best, Fit::First] {
@@ -376,9 +400,11 @@ fn search_orders(
     // costs a placement (7 ms at 3,000 records), which the perturbed
     // skylines put to better use at that size.
     let fixed_until = options.time_limit.map(|t| start + t / 4);
-    for order in orders {
+    let fixed_late = || fixed_until.is_some_and(|d| Instant::now() >= d);
+    while !fixed_late() {
+        let Some(order) = orders.next() else { break };
         for fit in [Fit::Best, Fit::First] {
-            if fixed_until.is_some_and(|d| Instant::now() >= d) {
+            if fixed_late() {
                 break;
             }
             consider(&mut best, placer.place(&order, fit), &order, fit);

@@ -172,7 +172,7 @@ fn around(
     fixed.iter().for_each(|&(i, _)| is_fixed[i] = true);
     let mut placer = Placer::new(records, None, options.alignment);
     let mut best = OffsetsAssignment::default();
-    for (k, order) in seed_orders(records).into_iter().enumerate() {
+    for (k, order) in seed_orders(records).enumerate() {
         let order: Vec<usize> = order.into_iter().filter(|&i| !is_fixed[i]).collect();
         for fit in [Fit::Best, Fit::First] {
             let cand = placer.place_around(fixed, &order, fit);
