@@ -268,3 +268,34 @@ fn exact_searches_past_the_heuristics() {
     }
     assert!(searched >= 2, "only {searched} instances needed the search");
 }
+
+/// Greedy by size with distance priority cut short at any point (here: by
+/// a deadline already past, so every tensor goes through the finish, and
+/// after a partial run) still assigns every tensor validly, never more
+/// objects than tensors; with a deadline it meets in time it is the plain
+/// strategy's plan.
+#[test]
+fn greedy_by_size_dist_cut_short_still_validates() {
+    let mut rng = SplitMix64::new(0x5EED_0D15);
+    let past = Some(std::time::Instant::now());
+    for case in 0..150 {
+        let recs = random_records(&mut rng, 40, 24);
+        let full = greedy_by_size_dist(&recs);
+        let cut = greedy_by_size_dist_until(&recs, past);
+        validate_objects(&recs, None, &cut)
+            .unwrap_or_else(|e| panic!("case {case}: {e}\n{recs:?}"));
+        assert!(cut.object_sizes.len() <= recs.len(), "case {case}");
+        assert!(cut.total() >= lower_bound(&recs), "case {case}");
+        let later = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+        let timed = greedy_by_size_dist_until(&recs, Some(later));
+        assert_eq!(timed.object_ids, full.object_ids, "case {case}");
+        assert_eq!(timed.object_sizes, full.object_sizes, "case {case}");
+    }
+    // Tensors that never overlap share one object, the largest size.
+    let chain: Vec<UsageRecord> = (0..200)
+        .map(|i| UsageRecord::new(i, 1 + i % 7, i as usize, i as usize))
+        .collect();
+    let cut = greedy_by_size_dist_until(&chain, past);
+    validate_objects(&chain, None, &cut).unwrap();
+    assert_eq!(cut.object_sizes, vec![7]);
+}

@@ -3,7 +3,7 @@
 use super::conflicts::Conflicts;
 use super::records::UsageRecord;
 use super::{
-    greedy_by_breadth, greedy_by_size, greedy_by_size_dist, greedy_in_order, min_cost_flow,
+    greedy_by_breadth, greedy_by_size, greedy_by_size_dist_until, greedy_in_order, min_cost_flow,
     offsets_greedy_by_breadth, offsets_greedy_by_size, offsets_greedy_in_order, split_conflicting,
     ObjectsAssignment, OffsetsAssignment,
 };
@@ -16,8 +16,20 @@ pub const MIN_COST_FLOW_LIMIT: usize = 1_200;
 /// strictly smaller total), greedy by breadth, greedy by size, greedy in
 /// order and min-cost flow (up to [`MIN_COST_FLOW_LIMIT`] records).
 pub fn best_objects(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> ObjectsAssignment {
+    best_objects_until(records, conflicts, None)
+}
+
+/// [`best_objects`] with greedy by size with distance priority (quadratic:
+/// minutes at 100,000 records) cut short at `deadline` (see
+/// [`greedy_by_size_dist_until`](super::greedy_by_size_dist_until)); the
+/// other strategies always run to the end.
+pub fn best_objects_until(
+    records: &[UsageRecord],
+    conflicts: Option<&Conflicts>,
+    deadline: Option<std::time::Instant>,
+) -> ObjectsAssignment {
     let fix = |a| split_conflicting(records, conflicts, a);
-    let mut best = fix(greedy_by_size_dist(records));
+    let mut best = fix(greedy_by_size_dist_until(records, deadline));
     let others: [&dyn Fn() -> ObjectsAssignment; 4] = [
         &|| greedy_by_breadth(records),
         &|| greedy_by_size(records),

@@ -57,12 +57,14 @@ mod svg;
 pub mod synthetic;
 mod validate;
 
-pub use best::{best_objects, best_offsets, MIN_COST_FLOW_LIMIT};
+pub use best::{best_objects, best_objects_until, best_offsets, MIN_COST_FLOW_LIMIT};
 pub use conflicts::{apart, neighbors, reallocation_graph, ConflictError, Conflicts};
 pub use equality::equality;
 pub use exact::{exact, ExactOptions, ExactOutcome, Fits, MAX_DEPTH};
 pub use greedy_by_breadth::{greedy_by_breadth, offsets_greedy_by_breadth};
-pub use greedy_by_size::{greedy_by_size, greedy_by_size_dist, offsets_greedy_by_size};
+pub use greedy_by_size::{
+    greedy_by_size, greedy_by_size_dist, greedy_by_size_dist_until, offsets_greedy_by_size,
+};
 pub use greedy_in_order::{greedy_in_order, offsets_greedy_in_order};
 pub use improve::{improve, ImproveOptions};
 pub use lower_bound::{lower_bound, positional_maximums, task_breadths, task_profiles};
@@ -295,9 +297,10 @@ pub struct PlanOptions {
     /// Exact mode: the arena size to fit into (None: find the smallest).
     pub capacity: Option<u64>,
     /// Time limit for the searching strategies (improve searches until it,
-    /// exact stops at it) and for
-    /// min-cost flow (cut short, it still returns a valid assignment);
-    /// None: no clock (deterministic iteration and node counts).
+    /// exact stops at it), for min-cost flow and for greedy by size with
+    /// distance priority and the best-of objects that run it (cut short,
+    /// they still return a valid assignment); None: no clock
+    /// (deterministic iteration and node counts).
     pub time_limit: Option<Duration>,
 }
 
@@ -320,6 +323,7 @@ pub struct PlanOutcome {
 pub fn plan(records: &[UsageRecord], strategy: Strategy, options: &PlanOptions) -> PlanOutcome {
     let c = options.conflicts.as_ref();
     let align = options.alignment.max(1);
+    let deadline = || options.time_limit.map(|t| std::time::Instant::now() + t);
     let objects = |a: ObjectsAssignment| Plan::Objects(split_conflicting(records, c, a));
     let mut fits = None;
     let plan = match strategy {
@@ -328,12 +332,9 @@ pub fn plan(records: &[UsageRecord], strategy: Strategy, options: &PlanOptions) 
         Strategy::GreedyInOrder => objects(greedy_in_order(records, c)),
         Strategy::GreedyByBreadth => objects(greedy_by_breadth(records)),
         Strategy::GreedyBySize => objects(greedy_by_size(records)),
-        Strategy::GreedyBySizeDist => objects(greedy_by_size_dist(records)),
-        Strategy::MinCostFlow => {
-            let deadline = options.time_limit.map(|t| std::time::Instant::now() + t);
-            objects(min_cost_flow_until(records, deadline))
-        }
-        Strategy::BestObjects => Plan::Objects(best_objects(records, c)),
+        Strategy::GreedyBySizeDist => objects(greedy_by_size_dist_until(records, deadline())),
+        Strategy::MinCostFlow => objects(min_cost_flow_until(records, deadline())),
+        Strategy::BestObjects => Plan::Objects(best_objects_until(records, c, deadline())),
         Strategy::OffsetsGreedyBySize => Plan::Offsets(offsets_greedy_by_size(records, c, align)),
         Strategy::OffsetsGreedyInOrder => Plan::Offsets(offsets_greedy_in_order(records, c, align)),
         Strategy::OffsetsGreedyByBreadth => {

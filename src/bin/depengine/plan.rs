@@ -22,7 +22,10 @@ pub(crate) struct PlanArgs {
     /// Exact mode: the arena size to fit into (answers fits / does not fit / unknown).
     #[arg(long)]
     capacity: Option<u64>,
-    /// Time limit of each searching strategy (improve, exact), in seconds.
+    /// Time limit of each strategy that can stop early, in seconds: improve and
+    /// exact search until it; min-cost flow and greedy by size with distance
+    /// priority (also within best_objects) finish their plan another way once
+    /// it is up.
     #[arg(long, default_value_t = 1.0)]
     time_limit: f64,
     /// Offsets are multiples of this many bytes.
