@@ -7,6 +7,8 @@
 //! depengine plan FILE.csv --strategy improve
 //! ```
 
+use std::io::Write;
+
 use depengine::plan::synthetic::perfect_packing;
 
 fn main() {
@@ -18,9 +20,15 @@ fn main() {
         eprintln!("usage: perfect_packing N SEED > FILE.csv");
         std::process::exit(2);
     };
-    println!("id,lower,upper,size");
+    // A closed pipe (`... | head`) ends the output quietly.
+    let _ = write_csv(&mut std::io::stdout().lock(), n, seed);
+}
+
+fn write_csv(out: &mut impl Write, n: usize, seed: u64) -> std::io::Result<()> {
+    writeln!(out, "id,lower,upper,size")?;
     for r in perfect_packing(n, seed, 1 << 20) {
         // MiniMalloc CSV: half-open lifetimes.
-        println!("{},{},{},{}", r.id, r.first, r.last + 1, r.size);
+        writeln!(out, "{},{},{},{}", r.id, r.first, r.last + 1, r.size)?;
     }
+    Ok(())
 }
