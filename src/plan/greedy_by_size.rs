@@ -130,11 +130,9 @@ fn dist_steps(records: &[UsageRecord], mut stop: impl FnMut(usize) -> bool) -> O
         object_ids: vec![NONE; n],
         object_sizes: Vec::new(),
     };
-    // Each object's tensors, first op to last op, for the finish.
-    let mut schedules: Vec<BTreeMap<usize, usize>> = Vec::new();
     for step in 0..n {
         if stop(step) {
-            finish(records, &mut out, &mut schedules);
+            finish(records, &mut out);
             return out;
         }
         let mut best = NONE;
@@ -146,7 +144,6 @@ fn dist_steps(records: &[UsageRecord], mut stop: impl FnMut(usize) -> bool) -> O
         let new_object = info[best].best_dist == NONE;
         let obj = if new_object {
             out.object_sizes.push(records[best].size);
-            schedules.push(BTreeMap::new());
             out.object_sizes.len() - 1
         } else {
             let o = info[best].best_object;
@@ -155,7 +152,6 @@ fn dist_steps(records: &[UsageRecord], mut stop: impl FnMut(usize) -> bool) -> O
         };
         out.object_ids[best] = obj;
         let b = &records[best];
-        schedules[obj].insert(b.first, b.last);
         for i in 0..n {
             if out.object_ids[i] != NONE {
                 continue;
@@ -197,10 +193,10 @@ fn dist_steps(records: &[UsageRecord], mut stop: impl FnMut(usize) -> bool) -> O
 /// cut short before they have anything to finish from.
 pub(crate) fn objects_least_growth(records: &[UsageRecord]) -> ObjectsAssignment {
     let mut out = ObjectsAssignment {
-        object_ids: vec![NONE; records.len()],
+        object_ids: vec![UNASSIGNED; records.len()],
         object_sizes: Vec::new(),
     };
-    finish(records, &mut out, &mut Vec::new());
+    finish(records, &mut out);
     out
 }
 
@@ -217,14 +213,21 @@ fn free_over(schedule: &BTreeMap<usize, usize>, r: &UsageRecord) -> bool {
             .is_none_or(|(_, &l)| l < r.first)
 }
 
-/// Assigns the tensors `out` leaves unassigned (`NONE`), largest first: each
+/// The object id of a tensor no object holds yet, for [`finish`].
+pub(crate) const UNASSIGNED: usize = NONE;
+
+/// Assigns the tensors `out` leaves [`UNASSIGNED`], largest first: each
 /// into the free object it grows least, the smallest on a tie, else a new
-/// one.
-fn finish(
-    records: &[UsageRecord],
-    out: &mut ObjectsAssignment,
-    schedules: &mut Vec<BTreeMap<usize, usize>>,
-) {
+/// one. The objects it starts from are those of the tensors already
+/// assigned, at the sizes `out` gives them.
+pub(crate) fn finish(records: &[UsageRecord], out: &mut ObjectsAssignment) {
+    // Each object's tensors, first op to last op.
+    let mut schedules: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); out.object_sizes.len()];
+    for (i, &o) in out.object_ids.iter().enumerate() {
+        if o != UNASSIGNED {
+            schedules[o].insert(records[i].first, records[i].last);
+        }
+    }
     // The objects by size, so that the search starts at the smallest one
     // the tensor fits and stops at the first free one (a scan over every
     // object per tensor took seconds at 100,000 records).
