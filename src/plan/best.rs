@@ -1,11 +1,12 @@
 //! Best-of: run the fast strategies and keep the smallest result.
 
 use super::conflicts::Conflicts;
+use super::greedy_by_breadth::breadth_order;
+use super::offsets::{Fit, Placer};
 use super::records::UsageRecord;
 use super::{
     greedy_by_breadth, greedy_by_size, greedy_by_size_dist_until, greedy_in_order, min_cost_flow,
-    offsets_greedy_by_breadth, offsets_greedy_by_size, offsets_greedy_in_order, split_conflicting,
-    ObjectsAssignment, OffsetsAssignment,
+    order_by_first, order_by_size, split_conflicting, ObjectsAssignment, OffsetsAssignment,
 };
 
 /// Best-of includes min-cost flow only up to this many records.
@@ -59,13 +60,15 @@ pub fn best_offsets(
     conflicts: Option<&Conflicts>,
     alignment: u64,
 ) -> OffsetsAssignment {
-    let mut best = offsets_greedy_by_size(records, conflicts, alignment);
-    let mut consider = |cand: OffsetsAssignment| {
+    // One placer for the three orders: its neighbour lists are most of a
+    // placement's cost on large traces.
+    let mut placer = Placer::new(records, conflicts, alignment);
+    let mut best = placer.place(&order_by_size(records), Fit::Best);
+    for order in [order_by_first(records), breadth_order(records)] {
+        let cand = placer.place(&order, Fit::Best);
         if cand.total_size < best.total_size {
             best = cand;
         }
-    };
-    consider(offsets_greedy_in_order(records, conflicts, alignment));
-    consider(offsets_greedy_by_breadth(records, conflicts, alignment));
+    }
     best
 }

@@ -11,7 +11,7 @@ use super::{ObjectsAssignment, OffsetsAssignment};
 
 /// The order both breadth strategies place tensors in: widest op first (ties
 /// by op index), and within an op, largest tensor first.
-fn breadth_order(records: &[UsageRecord]) -> Vec<usize> {
+pub(crate) fn breadth_order(records: &[UsageRecord]) -> Vec<usize> {
     let profiles = task_profiles(records);
     let breadths = task_breadths(records);
     let mut tasks: Vec<usize> = (0..profiles.len()).collect();

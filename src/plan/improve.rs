@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 use super::coalesce::Coalesced;
 use super::conflicts::{time_only, Conflicts};
 use super::exact::Fits;
-use super::lower_bound::{lower_bound, task_breadths, task_profiles};
+use super::greedy_by_breadth::breadth_order;
+use super::lower_bound::{lower_bound, task_breadths};
 use super::offsets::{Fit, Placer};
 use super::perturb::perturbed_skylines;
 use super::records::UsageRecord;
@@ -105,25 +106,6 @@ pub(crate) fn seed_orders(records: &[UsageRecord]) -> impl Iterator<Item = Vec<u
         Box::new(move || breadth_order(records)),
     ];
     orders.into_iter().map(|make| make())
-}
-
-/// Widest op first, its tensors largest first.
-fn breadth_order(records: &[UsageRecord]) -> Vec<usize> {
-    use std::cmp::Reverse;
-    let n = records.len();
-    let profiles = task_profiles(records);
-    let breadths = task_breadths(records);
-    let tasks = sorted_by(profiles.len(), |t| (Reverse(breadths[t]), t));
-    let mut seen = vec![false; n];
-    let mut order = Vec::with_capacity(n);
-    for t in tasks {
-        for &i in &profiles[t] {
-            if !std::mem::replace(&mut seen[i], true) {
-                order.push(i);
-            }
-        }
-    }
-    order
 }
 
 /// Tie-breaking ranks for the skyline placement (0 goes first): by the
