@@ -108,6 +108,7 @@ fn sweep(records: &[UsageRecord], order: &[usize], mut pair: impl FnMut(usize, u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::synthetic::random_records;
     use crate::util::rng::SplitMix64;
 
     /// Every pair of tensors that overlap in time or conflict, by brute
@@ -117,13 +118,7 @@ mod tests {
         let mut rng = SplitMix64::new(11);
         for case in 0..40 {
             let n = 1 + rng.below(60) as usize;
-            let records: Vec<UsageRecord> = (0..n)
-                .map(|i| {
-                    let first = rng.below(30) as usize;
-                    let last = first + rng.below(8) as usize;
-                    UsageRecord::new(i as u64, 1 + rng.below(100), first, last)
-                })
-                .collect();
+            let records = random_records(&mut rng, n, 30, 8, |r| 1 + r.below(100));
             let pairs: Vec<(usize, usize)> = (0..rng.below(20))
                 .map(|_| (rng.below(n as u64) as usize, rng.below(n as u64) as usize))
                 .collect();

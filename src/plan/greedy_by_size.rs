@@ -279,6 +279,7 @@ pub(crate) fn finish(records: &[UsageRecord], out: &mut ObjectsAssignment) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::synthetic::random_records;
     use crate::plan::{lower_bound, validate_objects};
     use crate::util::rng::SplitMix64;
 
@@ -290,13 +291,7 @@ mod tests {
         let mut rng = SplitMix64::new(0xD157);
         for case in 0..60 {
             let n = 1 + rng.below(40) as usize;
-            let records: Vec<UsageRecord> = (0..n)
-                .map(|i| {
-                    let first = rng.below(20) as usize;
-                    let last = first + rng.below(6) as usize;
-                    UsageRecord::new(i as u64, rng.below(5) * 16, first, last)
-                })
-                .collect();
+            let records = random_records(&mut rng, n, 20, 6, |r| r.below(5) * 16);
             let full = greedy_by_size_dist(&records);
             for cut in 0..=n {
                 let out = dist_steps(&records, |step| step == cut);

@@ -338,13 +338,8 @@ mod tests {
         let mut rng = crate::util::rng::SplitMix64::new(0xF10);
         for case in 0..20 {
             let n = 2 + rng.below(60) as usize;
-            let records: Vec<UsageRecord> = (0..n)
-                .map(|i| {
-                    let first = rng.below(30) as usize;
-                    let last = first + rng.below(5) as usize;
-                    UsageRecord::new(i as u64, 1 + rng.below(9) * 8, first, last)
-                })
-                .collect();
+            let records =
+                crate::plan::synthetic::random_records(&mut rng, n, 30, 5, |r| 1 + r.below(9) * 8);
             let full = min_cost_flow(&records);
             let naive: u64 = records.iter().map(|r| r.size).sum();
             for rounds in 0..=n + 1 {

@@ -50,3 +50,22 @@ pub fn perfect_packing(n: usize, seed: u64, capacity: u64) -> Vec<UsageRecord> {
         .map(|(i, &(a, b, t0, t1))| UsageRecord::new(i as u64, b - a, t0 as usize, t1 as usize - 1))
         .collect()
 }
+
+/// `n` tensors with first ops below `ops`, each alive for 1 to
+/// `max_life` ops, sized by `size`: the random traces of the unit tests.
+#[cfg(test)]
+pub(crate) fn random_records(
+    rng: &mut SplitMix64,
+    n: usize,
+    ops: u64,
+    max_life: u64,
+    mut size: impl FnMut(&mut SplitMix64) -> u64,
+) -> Vec<UsageRecord> {
+    (0..n)
+        .map(|i| {
+            let first = rng.below(ops) as usize;
+            let last = first + rng.below(max_life) as usize;
+            UsageRecord::new(i as u64, size(rng), first, last)
+        })
+        .collect()
+}
