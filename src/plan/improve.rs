@@ -263,34 +263,39 @@ fn search_all(
         o
     };
     let plain = time_only(conflicts);
-    let halves = |g: &Coalesced| 2 * g.records.len() <= records.len();
-    let strict = plain
-        .then(|| Coalesced::new(records, options.alignment, false))
-        .flatten()
-        .filter(halves);
-    let Some(strict) = strict else {
-        return search_orders(records, conflicts, &shorter(options));
-    };
     // A search over the records themselves too, only when they are few:
     // on MiniMalloc's trace H (316 tensors) it is what reaches the bound,
     // while on the 10,000-tensor perfect packings (parts of 746 to 9,055
     // records) it never came within 0.05 of the coalesced plans, and took
     // a third of the time from them.
     let direct = records.len() <= DIRECT_MAX_RECORDS;
-    let bound = lower_bound(records);
-    // Without the direct search, greedy by size over the records keeps
-    // `improve` never worse than it (the direct search starts from it).
-    let mut best = (floor && !direct)
-        .then(|| super::offsets_greedy_by_size(records, conflicts, options.alignment));
     let budget = options.time_limit.map(|t| t.saturating_sub(reserve));
     // Past the time, what is left is skipped: greedy by size alone (the
     // floor) can take the whole limit on a large trace (100,000 records:
     // 0.7 s), and each search would still pay for its coalescing and its
     // fixed orders.
     let late = || budget.is_some_and(|t| start.elapsed() >= t);
+    // Without the direct search, greedy by size over the records keeps
+    // `improve` never worse than it (the direct search starts from it).
+    // It comes before the coalescing, which the clock may then skip.
+    let mut best = (plain && floor && !direct)
+        .then(|| super::offsets_greedy_by_size(records, conflicts, options.alignment));
     if best.is_some() && late() {
         return best.unwrap_or_default();
     }
+    let halves = |g: &Coalesced| 2 * g.records.len() <= records.len();
+    let strict = plain
+        .then(|| Coalesced::new(records, options.alignment, false))
+        .flatten()
+        .filter(halves);
+    let Some(strict) = strict else {
+        let plan = search_orders(records, conflicts, &shorter(options));
+        return match best {
+            Some(b) if b.total_size < plan.total_size => b,
+            _ => plan,
+        };
+    };
+    let bound = lower_bound(records);
     // The matched coalescing, when it merges more, is a second guess at the
     // structure: neither one wins on every trace.
     let matched = Coalesced::new(records, options.alignment, true)
