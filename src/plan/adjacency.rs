@@ -26,7 +26,9 @@ impl Adjacency {
     ///
     /// # Panics
     ///
-    /// With 2^32 tensors or more (indices are stored as `u32`).
+    /// With 2^32 tensors or more (indices are stored as `u32`), and when
+    /// `conflicts` pairs a tensor with an index past the records (a set
+    /// made for another trace).
     pub(crate) fn new(records: &[UsageRecord], conflicts: Option<&Conflicts>) -> Self {
         let n = records.len();
         assert!(
@@ -41,7 +43,14 @@ impl Adjacency {
             conflicts
                 .map_or(&[][..], |c| c.of(i))
                 .iter()
-                .filter(move |&&j| j != i && !records[i].overlaps(&records[j]))
+                .filter(move |&&j| {
+                    assert!(
+                        j < n,
+                        "conflict pair ({i}, {j}) names a tensor past the {n} records: \
+                         the conflict set was made for another trace"
+                    );
+                    j != i && !records[i].overlaps(&records[j])
+                })
         };
         let mut degree = vec![0usize; n];
         sweep(records, &order, |i, j| {
@@ -140,5 +149,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A conflict set made for more tensors than the records, pairing one
+    /// with a tensor that is not there, is refused with a message that
+    /// says so, not an index out of bounds.
+    #[test]
+    #[should_panic(expected = "names a tensor past the 3 records")]
+    fn a_conflict_past_the_records_is_named() {
+        let records = random_records(&mut SplitMix64::new(1), 3, 10, 2, |_| 8);
+        let conflicts = Conflicts::from_pairs(5, &[(0, 4)]).unwrap();
+        let _ = Adjacency::new(&records, Some(&conflicts));
     }
 }

@@ -320,6 +320,13 @@ pub struct PlanOutcome {
 ///
 /// With conflicts, shared-object strategies that cannot honour them natively
 /// have their objects split afterwards so that the result still validates.
+///
+/// # Panics
+///
+/// When `options.conflicts` pairs a tensor with an index past `records`
+/// (a set made for another trace); build it with
+/// [`Conflicts::from_pairs`] over `records.len()` tensors, which refuses
+/// such pairs with an error.
 pub fn plan(records: &[UsageRecord], strategy: Strategy, options: &PlanOptions) -> PlanOutcome {
     let c = options.conflicts.as_ref();
     let align = options.alignment.max(1);
