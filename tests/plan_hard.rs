@@ -321,3 +321,27 @@ fn improve_without_time_keeps_greedy_by_size() {
     assert!(out.total_size <= greedy);
     assert!(out.total_size >= lower_bound(&recs));
 }
+
+/// With a target above the lower bound, improve stops at the first plan
+/// within it instead of searching on to the bound (what the exact mode
+/// wants at a capacity); without one it goes on to the bound here.
+#[test]
+fn improve_stops_at_its_target() {
+    let recs = perfect_packing(300, 0x6000_0002);
+    let lb = lower_bound(&recs);
+    let greedy = offsets_greedy_by_size(&recs, None, 1).total_size;
+    let full = improve(&recs, None, &ImproveOptions::default());
+    assert_eq!(full.total_size, lb, "pick a seed improve settles");
+    let target = lb + (greedy - lb) / 2;
+    let out = improve(
+        &recs,
+        None,
+        &ImproveOptions {
+            target: Some(target),
+            ..ImproveOptions::default()
+        },
+    );
+    validate_offsets(&recs, None, &out, 1).unwrap();
+    assert!(out.total_size <= target);
+    assert!(out.total_size > lb, "it searched on past its target");
+}

@@ -162,6 +162,7 @@ pub fn exact(
     // pinned core nor a first search settle it; with a clock it gets the
     // time `left` to it, without one the same effort as `improve` itself,
     // so that exact is never worse than improve with default options.
+    // With a capacity, any plan within it ends the search (`target`).
     let full = |left: Option<Duration>| {
         improve(
             records,
@@ -169,6 +170,7 @@ pub fn exact(
             &ImproveOptions {
                 alignment: align,
                 time_limit: left,
+                target: options.capacity,
                 // With a clock, search until it runs out.
                 iterations: if left.is_some() {
                     usize::MAX
@@ -196,9 +198,11 @@ pub fn exact(
             if quick.total_size <= cap {
                 return yes(quick, 0);
             }
-            // Large traces: the heuristics first, as without a capacity.
+            // Large traces: the heuristics first, as without a capacity,
+            // with three quarters of the time: they stop as soon as a plan
+            // fits.
             if records.len() > HEURISTICS_FIRST {
-                let h = full(budget.time_left().map(|t| t / 2));
+                let h = full(budget.time_left().map(|t| t * 3 / 4));
                 if h.total_size <= cap {
                     return yes(h, 0);
                 }
@@ -225,7 +229,7 @@ pub fn exact(
             // bounded canonical search), without its local search: where
             // the plain search needs millions of nodes, they often reach
             // the capacity within milliseconds.
-            let seeded = improve_searches(records, conflicts, align, &budget);
+            let seeded = improve_searches(records, conflicts, align, &budget, Some(cap));
             if seeded.total_size <= cap {
                 return yes(seeded, budget.nodes);
             }
@@ -298,7 +302,7 @@ pub fn exact(
                 }
             }
             if best.total_size > low && !out_of_time(&budget) {
-                let seeded = improve_searches(records, conflicts, align, &budget);
+                let seeded = improve_searches(records, conflicts, align, &budget, None);
                 if seeded.total_size < best.total_size {
                     best = seeded;
                 }
@@ -418,6 +422,7 @@ fn improve_searches(
     conflicts: Option<&Conflicts>,
     align: u64,
     budget: &Budget,
+    target: Option<u64>,
 ) -> OffsetsAssignment {
     improve(
         records,
@@ -426,6 +431,7 @@ fn improve_searches(
             alignment: align,
             iterations: 0,
             time_limit: budget.time_left().map(|t| t / 10),
+            target,
             ..ImproveOptions::default()
         },
     )

@@ -59,6 +59,10 @@ pub struct ImproveOptions {
     /// After the fixed orders, run bounded canonical searches (the exact
     /// mode's search with a small node budget) for a smaller total.
     pub search: bool,
+    /// Stop as soon as a plan's total is at most this (None, or anything
+    /// below the lower bound: at the lower bound). The exact mode sets it
+    /// to its capacity, where any plan within it settles the question.
+    pub target: Option<u64>,
     /// Ruin-and-recreate steps on the best plan at the end (each lifts out
     /// and places again a band of tensors around the peak; well under a
     /// millisecond at 10,000 tensors). With a time limit they get the last
@@ -74,6 +78,7 @@ impl Default for ImproveOptions {
             time_limit: None,
             seed: 0x9E37_79B9,
             search: true,
+            target: None,
             ruin_steps: 1000,
         }
     }
@@ -225,7 +230,7 @@ pub(crate) fn improve_with(
         _ => Duration::ZERO,
     };
     let plan = search_all(records, conflicts, options, reserve, floor);
-    let bound = lower_bound(records);
+    let bound = stop_at(records, options);
     if !ruin || plan.total_size <= bound {
         return plan;
     }
@@ -296,7 +301,7 @@ fn search_all(
             _ => plan,
         };
     };
-    let bound = lower_bound(records);
+    let bound = stop_at(records, options);
     // The matched coalescing, when it merges more, is a second guess at the
     // structure: neither one wins on every trace.
     let matched = Coalesced::new(records, options.alignment, true)
@@ -337,6 +342,12 @@ fn search_all(
     best.unwrap_or_default()
 }
 
+/// The total at which `improve`'s searches stop: the lower bound, or the
+/// target above it.
+pub(crate) fn stop_at(records: &[UsageRecord], options: &ImproveOptions) -> u64 {
+    lower_bound(records).max(options.target.unwrap_or(0))
+}
+
 /// Up to this many records, `improve` searches over them as they are after
 /// the coalesced searches (see `search_all`).
 const DIRECT_MAX_RECORDS: usize = 1000;
@@ -353,7 +364,7 @@ fn search_orders(
     let deadline = options.time_limit.map(|t| start + t);
     let late = || deadline.is_some_and(|d| Instant::now() >= d);
     let n = records.len();
-    let bound = lower_bound(records);
+    let bound = stop_at(records, options);
     let mut placer = Placer::new(records, conflicts, options.alignment);
     type Best = Option<(OffsetsAssignment, Vec<usize>, Fit)>;
     fn consider(best: &mut Best, plan: OffsetsAssignment, order: &[usize], fit: Fit) {

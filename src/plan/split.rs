@@ -16,7 +16,7 @@
 
 use std::time::Instant;
 
-use super::improve::{improve, improve_with, seed_orders, ImproveOptions};
+use super::improve::{improve, improve_with, seed_orders, stop_at, ImproveOptions};
 use super::lower_bound::lower_bound;
 use super::offsets::{Fit, Placer};
 use super::records::UsageRecord;
@@ -183,7 +183,7 @@ fn around(
     }
     let mut ruin = Ruin::new(records, options.alignment, &best, options.seed);
     fixed.iter().for_each(|&(i, _)| ruin.freeze(i));
-    ruin.run(options.ruin_steps, deadline, lower_bound(records));
+    ruin.run(options.ruin_steps, deadline, stop_at(records, options));
     let out = ruin.plan();
     if out.total_size < best.total_size {
         out
