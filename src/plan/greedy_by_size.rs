@@ -134,13 +134,21 @@ fn dist_steps(records: &[UsageRecord], mut stop: impl FnMut(usize) -> bool) -> O
     // column per object, so that a step's update reads one array in order
     // (a list per tensor cost a cache miss per tensor and step).
     let mut dist: Vec<Vec<usize>> = Vec::new();
+    // The unassigned tensors in index order (ties go to the lowest index),
+    // compacted once half of the listed ones are assigned.
+    let mut left: Vec<usize> = (0..n).collect();
+    let mut dead = 0;
     for step in 0..n {
         if stop(step) {
             finish(records, &mut out);
             return out;
         }
+        if 2 * dead > left.len() {
+            left.retain(|&i| out.object_ids[i] == NONE);
+            dead = 0;
+        }
         let mut best = NONE;
-        for i in 0..n {
+        for &i in &left {
             if out.object_ids[i] == NONE && (best == NONE || info[i].beats(&info[best])) {
                 best = i;
             }
@@ -155,11 +163,12 @@ fn dist_steps(records: &[UsageRecord], mut stop: impl FnMut(usize) -> bool) -> O
             o
         };
         out.object_ids[best] = obj;
+        dead += 1;
         let b = &records[best];
         if new_object {
             dist.push(vec![NONE; n]);
         }
-        for i in 0..n {
+        for &i in &left {
             if out.object_ids[i] != NONE {
                 continue;
             }
