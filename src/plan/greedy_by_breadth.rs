@@ -1,10 +1,9 @@
 //! Ops in non-increasing order of breadth (the bytes alive at them), and at
 //! each op its tensors by size (TFLite's `GREEDY_BY_BREADTH`).
 
-use std::collections::BTreeMap;
-
 use super::conflicts::Conflicts;
 use super::lower_bound::{task_breadths, task_profiles};
+use super::object_pool::ObjectPool;
 use super::offsets::{place_in_order, Fit};
 use super::records::UsageRecord;
 use super::{ObjectsAssignment, OffsetsAssignment};
@@ -38,48 +37,9 @@ pub fn greedy_by_breadth(records: &[UsageRecord]) -> ObjectsAssignment {
         object_ids: vec![0; records.len()],
         object_sizes: Vec::new(),
     };
-    // Per object, its tensors' intervals keyed by first op.
-    let mut schedules: Vec<BTreeMap<usize, usize>> = Vec::new();
+    let mut pool = ObjectPool::default();
     for i in breadth_order(records) {
-        let r = &records[i];
-        let mut best: Option<usize> = None;
-        for (obj, schedule) in schedules.iter().enumerate() {
-            if let Some(b) = best {
-                let (best_size, cur) = (out.object_sizes[b], out.object_sizes[obj]);
-                // Skip objects that cannot beat the best so far.
-                if best_size < r.size {
-                    if cur <= best_size {
-                        continue;
-                    }
-                } else if cur < r.size || cur >= best_size {
-                    continue;
-                }
-            }
-            let after_clashes = schedule
-                .range(r.first..)
-                .next()
-                .is_some_and(|(&f, _)| f <= r.last);
-            let before_clashes = schedule
-                .range(..r.first)
-                .next_back()
-                .is_some_and(|(_, &l)| l >= r.first);
-            if !after_clashes && !before_clashes {
-                best = Some(obj);
-            }
-        }
-        let obj = match best {
-            Some(obj) => {
-                out.object_sizes[obj] = out.object_sizes[obj].max(r.size);
-                obj
-            }
-            None => {
-                schedules.push(BTreeMap::new());
-                out.object_sizes.push(r.size);
-                schedules.len() - 1
-            }
-        };
-        schedules[obj].insert(r.first, r.last);
-        out.object_ids[i] = obj;
+        pool.place(records, i, &mut out);
     }
     out
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::conflicts::Conflicts;
 use super::lower_bound::positional_maximums;
+use super::object_pool::{free_over, ObjectPool};
 use super::offsets::{place_in_order, Fit};
 use super::records::UsageRecord;
 use super::{order_by_size, ObjectsAssignment, OffsetsAssignment};
@@ -216,79 +217,20 @@ pub(crate) fn objects_least_growth(records: &[UsageRecord]) -> ObjectsAssignment
     out
 }
 
-/// Whether an object's `schedule` (first op to last op of its tensors) is
-/// free over `r`'s interval.
-fn free_over(schedule: &BTreeMap<usize, usize>, r: &UsageRecord) -> bool {
-    schedule
-        .range(r.first..)
-        .next()
-        .is_none_or(|(&f, _)| f > r.last)
-        && schedule
-            .range(..r.first)
-            .next_back()
-            .is_none_or(|(_, &l)| l < r.first)
-}
-
 /// The object id of a tensor no object holds yet, for [`finish`].
 pub(crate) const UNASSIGNED: usize = NONE;
 
-/// Assigns the tensors `out` leaves [`UNASSIGNED`], largest first: each
-/// into the free object it grows least, the smallest on a tie, else a new
-/// one. The objects it starts from are those of the tensors already
-/// assigned, at the sizes `out` gives them.
+/// Assigns the tensors `out` leaves [`UNASSIGNED`], largest first, each into
+/// the free object closest in size (the `object_pool` module), starting from
+/// the objects of the tensors already assigned.
 pub(crate) fn finish(records: &[UsageRecord], out: &mut ObjectsAssignment) {
-    // Each object's tensors, first op to last op.
-    let mut schedules: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); out.object_sizes.len()];
-    for (i, &o) in out.object_ids.iter().enumerate() {
-        if o != UNASSIGNED {
-            schedules[o].insert(records[i].first, records[i].last);
-        }
-    }
-    // The objects by size, so that the search starts at the smallest one
-    // the tensor fits and stops at the first free one (a scan over every
-    // object per tensor took seconds at 100,000 records).
-    let mut by_size: Vec<(u64, usize)> = out
-        .object_sizes
-        .iter()
-        .enumerate()
-        .map(|(o, &size)| (size, o))
-        .collect();
-    by_size.sort_unstable();
+    let mut pool = ObjectPool::from_assignment(records, out, UNASSIGNED);
     let left: Vec<usize> = order_by_size(records)
         .into_iter()
-        .filter(|&i| out.object_ids[i] == NONE)
+        .filter(|&i| out.object_ids[i] == UNASSIGNED)
         .collect();
     for i in left {
-        let r = &records[i];
-        let at = by_size.partition_point(|&(size, _)| size < r.size);
-        let fits = by_size[at..]
-            .iter()
-            .position(|&(_, o)| free_over(&schedules[o], r))
-            .map(|k| at + k);
-        let obj = match fits {
-            Some(k) => by_size[k].1,
-            None => {
-                // The largest free object below the size grows least; else
-                // a new one.
-                let obj = match by_size[..at]
-                    .iter()
-                    .rposition(|&(_, o)| free_over(&schedules[o], r))
-                {
-                    Some(k) => by_size.remove(k).1,
-                    None => {
-                        schedules.push(BTreeMap::new());
-                        out.object_sizes.push(0);
-                        schedules.len() - 1
-                    }
-                };
-                out.object_sizes[obj] = r.size;
-                let pos = by_size.partition_point(|&e| e < (r.size, obj));
-                by_size.insert(pos, (r.size, obj));
-                obj
-            }
-        };
-        schedules[obj].insert(r.first, r.last);
-        out.object_ids[i] = obj;
+        pool.place(records, i, out);
     }
 }
 

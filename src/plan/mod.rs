@@ -46,6 +46,7 @@ mod lower_bound;
 mod min_cost_flow;
 pub mod multidim;
 mod naive;
+mod object_pool;
 mod offsets;
 mod perturb;
 mod records;
