@@ -11,6 +11,13 @@ fn depengine(args: &[&str]) -> Output {
         .expect("run depengine")
 }
 
+/// What a refused run printed on stderr (the run must have failed).
+fn refused(args: &[&str]) -> String {
+    let out = depengine(args);
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The one result line of a successful run.
 fn result_line(args: &[&str]) -> String {
     let out = depengine(args);
@@ -71,9 +78,7 @@ fn ideal_of_roundtrip_is_an_error_not_a_line() {
 
 #[test]
 fn ideal_with_help_wait_is_refused() {
-    let out = depengine(&["--ideal", "--help-wait", "--ops", "10"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--help-wait"));
+    assert!(refused(&["--ideal", "--help-wait", "--ops", "10"]).contains("--help-wait"));
 }
 
 #[test]
@@ -136,9 +141,7 @@ fn batch_runs_name_their_batch_and_roundtrip_refuses_one() {
     ]);
     assert_eq!(field(&line, "system"), "depengine-per-device-batch64");
     assert_eq!(field(&line, "ops"), "900");
-    let out = depengine(&["--workload", "roundtrip", "--batch", "4"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["--workload", "roundtrip", "--batch", "4"]);
     assert!(
         err.contains("--batch") && err.contains("roundtrip"),
         "{err}"
@@ -160,13 +163,10 @@ fn several_pushers_only_for_independent_ops() {
         "3",
     ]);
     assert_eq!(field(&line, "system"), "depengine-per-device-pushers3");
-    let out = depengine(&["--workload", "wavefront", "--pushers", "2"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["--workload", "wavefront", "--pushers", "2"]);
     assert!(
         err.contains("--pushers") && err.contains("wavefront"),
         "{err}"
     );
-    let out = depengine(&["--workload", "indep", "--pushers", "0"]);
-    assert!(!out.status.success());
+    refused(&["--workload", "indep", "--pushers", "0"]);
 }

@@ -102,16 +102,15 @@ pub(crate) fn seed_orders(records: &[UsageRecord]) -> impl Iterator<Item = Vec<u
     let first = move |i: usize| records[i].first;
     // Size-led orders first: on large hard traces the time limit may cut
     // the list short, and they are the ones that win there.
-    let orders: [Box<dyn Fn() -> Vec<usize> + '_>; 7] = [
-        Box::new(move || order_by_size(records)),
-        Box::new(move || sorted_by(n, |i| (Reverse(size(i)), first(i), i))),
-        Box::new(move || sorted_by(n, |i| (Reverse(size(i)), Reverse(span(i)), i))),
-        Box::new(move || sorted_by(n, |i| (Reverse(size(i) as u128 * span(i) as u128), i))),
-        Box::new(move || sorted_by(n, |i| (Reverse(span(i)), Reverse(size(i)), i))),
-        Box::new(move || sorted_by(n, |i| (first(i), Reverse(size(i)), i))),
-        Box::new(move || breadth_order(records)),
-    ];
-    orders.into_iter().map(|make| make())
+    (0..7).map(move |k| match k {
+        0 => order_by_size(records),
+        1 => sorted_by(n, |i| (Reverse(size(i)), first(i), i)),
+        2 => sorted_by(n, |i| (Reverse(size(i)), Reverse(span(i)), i)),
+        3 => sorted_by(n, |i| (Reverse(size(i) as u128 * span(i) as u128), i)),
+        4 => sorted_by(n, |i| (Reverse(span(i)), Reverse(size(i)), i)),
+        5 => sorted_by(n, |i| (first(i), Reverse(size(i)), i)),
+        _ => breadth_order(records),
+    })
 }
 
 /// Tie-breaking ranks for the skyline placement (0 goes first): by the
