@@ -3,7 +3,8 @@
 //! Everything else in the crate imports `crate::sync::*`. Under `cfg(loom)` the
 //! primitives the dependency protocol relies on (mutexes, condition variables,
 //! atomics, threads, thread-locals, spinning) are swapped for loom's so that the
-//! loom models in `tests/loom.rs` explore every interleaving of the real engine
+//! loom models in `tests/loom.rs` (and those of the pools' sleep protocol in
+//! `engine/executor/sleep.rs`) explore every interleaving of the real engine
 //! code. What loom cannot see inside (crossbeam's lock-free queues) is replaced
 //! by a `Mutex<VecDeque>` with the same method names.
 //!

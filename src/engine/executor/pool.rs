@@ -203,7 +203,7 @@ impl WorkerPool {
             prio: Mutex::new(BinaryHeap::new()),
             prio_len: AtomicUsize::new(0),
             by_priority,
-            sleep: Sleep::new(),
+            sleep: Sleep::new(workers),
             shutdown: AtomicBool::new(false),
             max_searching: (workers / 2).max(1),
         });
@@ -289,9 +289,9 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
 /// Spins for work, then sleeps; `None` after a sleep (the caller loops).
 fn search(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
     if !shared.sleep.try_start_searching(shared.max_searching) {
-        shared
-            .sleep
-            .sleep(|| shared.has_work() || shared.shutdown.load(Ordering::SeqCst));
+        shared.sleep.sleep(index, || {
+            shared.has_work() || shared.shutdown.load(Ordering::SeqCst)
+        });
         return None;
     }
     let mut backoff = Backoff::new();
@@ -309,8 +309,8 @@ fn search(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<Op
         backoff.snooze();
     }
     shared.sleep.stop_searching();
-    shared
-        .sleep
-        .sleep(|| shared.has_work() || shared.shutdown.load(Ordering::SeqCst));
+    shared.sleep.sleep(index, || {
+        shared.has_work() || shared.shutdown.load(Ordering::SeqCst)
+    });
     None
 }
