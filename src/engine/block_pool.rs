@@ -30,7 +30,7 @@ mod imp {
     use std::cell::RefCell;
 
     use super::{OpBlock, BATCH, MAX_BATCHES};
-    use crate::engine::op::prefetch_block;
+    use crate::engine::op::{prefetch_block, Intent};
 
     use crate::sync::Mutex;
 
@@ -71,7 +71,7 @@ mod imp {
                         // lines here now, while this push fills the current one.
                         let n = c.take.len();
                         if n >= PREFETCH_AHEAD {
-                            prefetch_block(&*c.take[n - PREFETCH_AHEAD]);
+                            prefetch_block(&*c.take[n - PREFETCH_AHEAD], Intent::Write);
                         }
                         return Some(b);
                     }

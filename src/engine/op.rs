@@ -450,18 +450,63 @@ impl OpBlock {
     }
 }
 
+/// What a prefetch of an op block is for.
+#[derive(Clone, Copy)]
+pub(crate) enum Intent {
+    /// The block will be read (a worker about to run the op).
+    Read,
+    /// The block will be written (a pusher about to fill a recycled block).
+    // Under loom blocks are not recycled (`block_pool.rs`).
+    #[cfg_attr(loom, allow(dead_code))]
+    Write,
+}
+
 /// Asks the CPU to start fetching `block`'s two hot lines into this core's
-/// cache: a block usually lies in another core's cache when it is needed,
-/// whether a worker is about to run the op or a pusher to fill a recycled
-/// block. A read prefetch in both cases: a write-intent one (PREFETCHW)
-/// needs the unstable `prfchw` target feature, without which LLVM lowers
-/// `_MM_HINT_ET0` to this same read prefetch (see the branch
-/// `wip/per-worker-parkers` for an inline-assembly one).
+/// cache: a block usually lies in another core's cache when it is needed.
 #[inline]
-pub(crate) fn prefetch_block(block: *const OpBlock) {
-    let p = block as *const u8;
-    super::prefetch::line(p);
-    super::prefetch::line(p.wrapping_add(64));
+pub(crate) fn prefetch_block(block: *const OpBlock, intent: Intent) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let p = block as *const i8;
+        // Miri runs no inline assembly; the read prefetch below is a no-op there.
+        if matches!(intent, Intent::Write) && !cfg!(miri) && has_prefetchw() {
+            // PREFETCHW fetches the lines for writing, so that the pusher's
+            // stores into a recycled block do not each wait for the core
+            // that completed it to give the line up. (`_MM_HINT_ET0` would
+            // say the same, but without the `prfchw` target feature, which
+            // is not stable, LLVM emits a plain read prefetch for it.)
+            // SAFETY: the CPU has PREFETCHW (CPUID, checked just above); a
+            // prefetch never faults and leaves memory as it is, and `p` and
+            // `p + 64` lie inside the block.
+            unsafe {
+                std::arch::asm!(
+                    "prefetchw byte ptr [{a}]",
+                    "prefetchw byte ptr [{a} + 64]",
+                    a = in(reg) p,
+                    options(nostack, preserves_flags, readonly)
+                );
+            }
+            return;
+        }
+        super::prefetch::line(p);
+        super::prefetch::line(p.wrapping_add(64));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (block, intent);
+}
+
+/// Whether the CPU has PREFETCHW (CPUID leaf 0x8000_0001, ECX bit 8), asked
+/// once.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_prefetchw() -> bool {
+    use crate::sync::unmodelled::OnceCell;
+    static HAS: OnceCell<bool> = OnceCell::new();
+    *HAS.get_or_init(|| {
+        use std::arch::x86_64::__cpuid;
+        // The extended leaf is read only when the CPU reports it.
+        __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
+    })
 }
 
 /// A pointer to a live op block, passed between threads through var queues

@@ -4,7 +4,7 @@
 use crate::sync::{Arc, MutexGuard, Ordering};
 
 use super::super::error::Failure;
-use super::super::op::{prefetch_block, OpPtr};
+use super::super::op::{prefetch_block, Intent, OpPtr};
 use super::super::ready::ReadyList;
 use super::{grant, Access, Appended, VarInner, VarSlot, VarState};
 
@@ -292,7 +292,7 @@ impl VarInner {
             return;
         };
         for &op in &run[1..] {
-            prefetch_block(op.0.as_ptr());
+            prefetch_block(op.0.as_ptr(), Intent::Read);
         }
         for pair in run.windows(2) {
             self.link_run(pair[0], pair[1]);
