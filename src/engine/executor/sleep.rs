@@ -313,62 +313,56 @@ mod loom_models {
         }
     }
 
+    /// Starts `workers` workers (at most `searchers` searching at once),
+    /// runs `push` on this thread, and checks that every worker took an
+    /// item and returned.
+    fn run(workers: usize, searchers: usize, push: impl Fn(&Sleep, &AtomicUsize)) {
+        let s = Arc::new(Sleep::new(workers));
+        let items = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..workers)
+            .map(|i| {
+                let (s, items) = (s.clone(), items.clone());
+                thread::spawn(move || worker(&s, &items, i, searchers))
+            })
+            .collect();
+        push(&s, &items);
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(items.load(Ordering::SeqCst), 0);
+    }
+
     #[test]
     fn a_push_racing_a_worker_going_to_sleep_wakes_it() {
         model(|| {
-            let s = Arc::new(Sleep::new(1));
-            let items = Arc::new(AtomicUsize::new(0));
-            let w = {
-                let (s, items) = (s.clone(), items.clone());
-                thread::spawn(move || worker(&s, &items, 0, 1))
-            };
-            items.fetch_add(1, Ordering::SeqCst);
-            s.notify();
-            w.join().unwrap();
-            assert_eq!(items.load(Ordering::SeqCst), 0);
+            run(1, 1, |s, items| {
+                items.fetch_add(1, Ordering::SeqCst);
+                s.notify();
+            })
         });
     }
 
     #[test]
     fn two_pushes_wake_two_sleeping_workers() {
+        // No searching: both workers go straight to sleep, so every wake-up
+        // comes from a notify.
         model(|| {
-            let s = Arc::new(Sleep::new(2));
-            let items = Arc::new(AtomicUsize::new(0));
-            let workers: Vec<_> = (0..2)
-                .map(|i| {
-                    let (s, items) = (s.clone(), items.clone());
-                    // No searching: both go straight to sleep, so every
-                    // wake-up comes from a notify.
-                    thread::spawn(move || worker(&s, &items, i, 0))
-                })
-                .collect();
-            for _ in 0..2 {
-                items.fetch_add(1, Ordering::SeqCst);
-                s.notify();
-            }
-            for w in workers {
-                w.join().unwrap();
-            }
-            assert_eq!(items.load(Ordering::SeqCst), 0);
+            run(2, 0, |s, items| {
+                for _ in 0..2 {
+                    items.fetch_add(1, Ordering::SeqCst);
+                    s.notify();
+                }
+            })
         });
     }
 
     #[test]
     fn a_batch_notify_wakes_as_many_workers_as_it_queued() {
         model(|| {
-            let s = Arc::new(Sleep::new(2));
-            let items = Arc::new(AtomicUsize::new(0));
-            let workers: Vec<_> = (0..2)
-                .map(|i| {
-                    let (s, items) = (s.clone(), items.clone());
-                    thread::spawn(move || worker(&s, &items, i, 0))
-                })
-                .collect();
-            items.fetch_add(2, Ordering::SeqCst);
-            s.notify_many(2);
-            for w in workers {
-                w.join().unwrap();
-            }
+            run(2, 0, |s, items| {
+                items.fetch_add(2, Ordering::SeqCst);
+                s.notify_many(2);
+            })
         });
     }
 
