@@ -226,16 +226,25 @@ mod tests {
         let s = Arc::new(Sleep::new(3));
         let work = Arc::new(AtomicBool::new(false));
         let woke = Arc::new(AtomicUsize::new(0));
+        // Workers past their look for work: each will park (counting
+        // sleepers is not enough, since a worker counts itself before it
+        // looks and would see the work stored below).
+        let looked = Arc::new(AtomicUsize::new(0));
         let threads: Vec<_> = (0..3)
             .map(|i| {
-                let (s, work, woke) = (s.clone(), work.clone(), woke.clone());
+                let (s, work, woke, looked) =
+                    (s.clone(), work.clone(), woke.clone(), looked.clone());
                 std::thread::spawn(move || {
-                    s.sleep(i, || work.load(Ordering::SeqCst));
+                    s.sleep(i, || {
+                        let w = work.load(Ordering::SeqCst);
+                        looked.fetch_add(1, Ordering::SeqCst);
+                        w
+                    });
                     woke.fetch_add(1, Ordering::SeqCst);
                 })
             })
             .collect();
-        while s.sleepers.load(Ordering::SeqCst) < 3 {
+        while looked.load(Ordering::SeqCst) < 3 {
             std::thread::yield_now();
         }
         // Nobody searches, so a notify pops exactly one sleeper.
