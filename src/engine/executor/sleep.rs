@@ -98,45 +98,36 @@ impl Sleep {
     /// Called after queueing work.
     #[inline]
     pub(crate) fn notify(&self) {
-        fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) > 0 && self.searching.load(Ordering::SeqCst) == 0 {
-            self.wake_one();
-        }
+        self.notify_many(1);
     }
 
-    #[cold]
-    fn wake_one(&self) {
-        let popped = {
-            let mut idle = self.idle.lock();
-            let w = idle.pop();
-            if w.is_some() {
-                self.sleepers.fetch_sub(1, Ordering::SeqCst);
-            }
-            w
-        };
-        if let Some(w) = popped {
-            self.parkers[w].unpark();
-        }
-    }
-
-    /// Called after queueing `n` ops at once: wakes up to `n` sleepers
-    /// under one lock, unless somebody searches. The argument of the module
-    /// docs holds for the first wake-up; the others only spread the ops
-    /// sooner.
+    /// Called after queueing `n` ops at once: wakes up to `n` sleepers,
+    /// unless somebody searches. The argument of the module docs holds for
+    /// the first wake-up; the others only spread the ops sooner.
     #[inline]
     pub(crate) fn notify_many(&self, n: usize) {
         fence(Ordering::SeqCst);
-        let sleepers = self.sleepers.load(Ordering::SeqCst);
-        if sleepers > 0 && self.searching.load(Ordering::SeqCst) == 0 {
-            let popped: Vec<usize> = {
+        if self.sleepers.load(Ordering::SeqCst) > 0 && self.searching.load(Ordering::SeqCst) == 0 {
+            self.wake(n);
+        }
+    }
+
+    /// Pops up to `n` idle workers off the stack, one at a time, and
+    /// unparks each (the `idle` lock is not held across an unpark).
+    #[cold]
+    fn wake(&self, n: usize) {
+        for _ in 0..n {
+            let popped = {
                 let mut idle = self.idle.lock();
-                let take = n.min(idle.len());
-                let at = idle.len() - take;
-                self.sleepers.fetch_sub(take, Ordering::SeqCst);
-                idle.split_off(at)
+                let w = idle.pop();
+                if w.is_some() {
+                    self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                }
+                w
             };
-            for w in popped {
-                self.parkers[w].unpark();
+            match popped {
+                Some(w) => self.parkers[w].unpark(),
+                None => break,
             }
         }
     }
