@@ -138,6 +138,7 @@ pub fn exact(
             iterations: 0,
             search: false,
             ruin_steps: 0,
+            squeeze_moves: 0,
             time_limit: options.time_limit,
             ..ImproveOptions::default()
         },
@@ -181,6 +182,11 @@ pub fn exact(
                     usize::MAX
                 } else {
                     ImproveOptions::default().ruin_steps
+                },
+                squeeze_moves: if left.is_some() {
+                    usize::MAX
+                } else {
+                    ImproveOptions::default().squeeze_moves
                 },
                 ..ImproveOptions::default()
             },

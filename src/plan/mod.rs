@@ -54,6 +54,7 @@ mod ruin;
 mod search;
 mod skyline;
 mod split;
+mod squeeze;
 mod svg;
 pub mod synthetic;
 mod validate;
@@ -360,6 +361,7 @@ pub fn plan(records: &[UsageRecord], strategy: Strategy, options: &PlanOptions) 
                 o.time_limit = Some(t);
                 o.iterations = usize::MAX;
                 o.ruin_steps = usize::MAX;
+                o.squeeze_moves = usize::MAX;
             }
             Plan::Offsets(improve(records, c, &o))
         }

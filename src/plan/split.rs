@@ -21,11 +21,24 @@ use super::lower_bound::lower_bound;
 use super::offsets::{Fit, Placer};
 use super::records::UsageRecord;
 use super::ruin::Ruin;
+use super::squeeze::Squeeze;
 use super::OffsetsAssignment;
 
 /// Records below this many are planned whole: at that size the searches
 /// already come close to the bound, and a split only divides their time.
 pub(crate) const MIN_SPLIT: usize = 2000;
+
+/// The most of the time limit the larger side of a sparse cut gets (less
+/// when it holds a smaller share of the records); the other side is
+/// fitted around it until `AROUND_UNTIL` of the time, and the whole is
+/// squeezed in the rest. Seed 5 of the 10,000-tensor perfect packings (cut
+/// at op 992 of its part before op 2327): the other side, fitted around two
+/// tensors it did not place, needs its ruin steps (1.20 to 1.33 of the
+/// bound on that side with a twelfth of the time, 1.19 with a fifth).
+const FIRST_SIDE: f64 = 0.7;
+
+/// See `FIRST_SIDE`.
+const AROUND_UNTIL: f64 = 0.85;
 
 /// At most this many tensors may live across a sparse cut.
 const MAX_CROSSING: usize = 8;
@@ -101,10 +114,11 @@ pub(crate) fn sparse_cut(records: &[UsageRecord]) -> Option<usize> {
 /// Plans `records` split at a sparse `cut` (see [`sparse_cut`]): the larger
 /// side with [`improve`] (the tensors across the cut cut short there), then
 /// the other side around those tensors where that plan put them. The
-/// larger side gets its share of the time by size but at most four
-/// fifths: the other side, fitted around tensors it did not place, needs
-/// its ruin steps (seed 5 of the 10,000-tensor perfect packings: 1.20 to
-/// 1.33 of the bound on that side with a twelfth, 1.19 with a fifth).
+/// larger side gets its share of the time by size but at most
+/// `FIRST_SIDE`, and its squeeze leaves the crossing tensors where its
+/// searches put them (a squeeze that moved them left the other side 1.3-1.4
+/// of the bound). Last, the joined plan is squeezed as a whole, the
+/// crossing tensors free to move.
 pub(crate) fn plan_sparse(
     records: &[UsageRecord],
     cut: usize,
@@ -134,11 +148,19 @@ pub(crate) fn plan_sparse(
         (right, right_ix, left, left_ix)
     };
     let mut opts = options.clone();
-    opts.time_limit = options
-        .time_limit
-        .map(|t| t.mul_f64((first.len() as f64 / (first.len() + second.len()) as f64).min(0.8)));
+    opts.time_limit = options.time_limit.map(|t| {
+        t.mul_f64((first.len() as f64 / (first.len() + second.len()) as f64).min(FIRST_SIDE))
+    });
+    // The tensors across the cut stay where the searches put them: the
+    // other side is fitted around them next.
+    let crossing: Vec<usize> = first_ix
+        .iter()
+        .enumerate()
+        .filter(|&(_, &i)| records[i].first < cut && records[i].last >= cut)
+        .map(|(k, _)| k)
+        .collect();
     // The caller compares the whole plan with greedy by size.
-    let plan1 = improve_with(&first, None, &opts, false);
+    let plan1 = improve_with(&first, None, &opts, false, &crossing);
     let mut offsets = vec![0u64; records.len()];
     let mut in_first = vec![false; records.len()];
     for (k, &i) in first_ix.iter().enumerate() {
@@ -151,12 +173,29 @@ pub(crate) fn plan_sparse(
         .filter(|(_, &i)| in_first[i])
         .map(|(k, &i)| (k, offsets[i]))
         .collect();
-    let left_time = options.time_limit.map(|t| start + t);
+    let left_time = options.time_limit.map(|t| start + t.mul_f64(AROUND_UNTIL));
     let plan2 = around(&second, &fixed, options, left_time);
     for (k, &i) in second_ix.iter().enumerate() {
         offsets[i] = plan2.offsets[k];
     }
-    OffsetsAssignment::from_offsets(records, offsets)
+    let joined = OffsetsAssignment::from_offsets(records, offsets);
+    // Last, the whole, the tensors across the cut free to move.
+    let bound = stop_at(records, options);
+    if options.squeeze_moves == 0 || joined.total_size <= bound {
+        return joined;
+    }
+    let mut sq = Squeeze::new(records, options.alignment, &joined, options.seed);
+    sq.run(
+        options.squeeze_moves,
+        options.time_limit.map(|t| start + t),
+        bound,
+    );
+    let squeezed = sq.plan();
+    if squeezed.total_size < joined.total_size {
+        squeezed
+    } else {
+        joined
+    }
 }
 
 /// A plan of `records` with the `fixed` ones at their offsets: the fixed
