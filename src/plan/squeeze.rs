@@ -324,14 +324,16 @@ impl<'a> Squeeze<'a> {
     /// costs least, lowest first, that cost, and its cost where it is.
     fn best_offset(&mut self, i: usize, cap: u64, unit: u64) -> (u64, u128, u128) {
         let size = self.size[i];
-        let s = size as i128;
+        // Offsets and sizes fit in i64 (an arena below 2^63 bytes); costs,
+        // bytes times ops times penalties, need i128.
+        let s = size as i64;
         let cells = ((cap - size) / unit) as usize + 1;
         if self.slope_at.len() < cells {
             self.slope_at.resize(cells, 0);
             self.extra_at.resize(cells, 0);
         }
-        let u = unit as i128;
-        let hi = (cells as i128 - 1) * u;
+        let u = unit as i64;
+        let hi = (cells as i64 - 1) * u;
         let mut slope: i128 = 0;
         let mut cost: i128 = 0;
         let mut now: u128 = 0;
@@ -340,10 +342,10 @@ impl<'a> Squeeze<'a> {
         for &(j, w) in &self.nbrs[start..end] {
             let j = j as usize;
             let w = w as i128 * (1 + self.pen_at[j] as i128);
-            let a = self.y[j] as i128;
-            let b = a + self.size[j] as i128;
+            let a = self.y[j] as i64;
+            let b = a + self.size[j] as i64;
             now += w as u128 * shared(at, size, self.y[j], self.size[j]) as u128;
-            cost += w * (s.min(b) - a.max(0)).max(0);
+            cost += w * (s.min(b) - a.max(0)).max(0) as i128;
             // The cost rises by w per byte from a - s (the tensor's top
             // reaches the neighbour) until it covers it, then falls back.
             for (p, d) in [(a - s, w), (a, -w), (b - s, -w), (b, w)] {
@@ -353,13 +355,16 @@ impl<'a> Squeeze<'a> {
                     // Counted from the first cell at or above p.
                     let k = ((p + u - 1) / u) as usize;
                     self.slope_at[k] += d;
-                    self.extra_at[k] += d * (k as i128 * u - p);
+                    let past = k as i64 * u - p;
+                    if past != 0 {
+                        self.extra_at[k] += d * past as i128;
+                    }
                 }
             }
         }
         let mut best = (cost, 0usize);
         for k in 1..cells {
-            cost += slope * u + self.extra_at[k];
+            cost += slope * u as i128 + self.extra_at[k];
             slope += self.slope_at[k];
             self.slope_at[k] = 0;
             self.extra_at[k] = 0;
