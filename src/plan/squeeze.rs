@@ -82,6 +82,9 @@ pub(crate) struct Squeeze<'a> {
     frozen: Vec<bool>,
     /// The greatest common divisor of the sizes (0 when all are empty).
     grain: u64,
+    /// Failed tries in a row at the smallest step after which `run` gives
+    /// up (None: it tries until its moves or its time run out).
+    patience: Option<usize>,
 }
 
 /// Bytes two offsets' extents `[y, y + s)` and `[z, z + t)` share.
@@ -143,7 +146,14 @@ impl<'a> Squeeze<'a> {
             bad: Vec::new(),
             frozen: vec![false; n],
             grain: records.iter().fold(0, |g, r| gcd(g, r.size)),
+            patience: None,
         }
+    }
+
+    /// Makes `run` give up after `tries` failed tries in a row at the
+    /// smallest step, so that what comes after it gets the time left.
+    pub(crate) fn give_up_after(&mut self, tries: usize) {
+        self.patience = Some(tries);
     }
 
     /// Keeps tensor `i` where it is: the capacity never goes below its top.
@@ -170,20 +180,21 @@ impl<'a> Squeeze<'a> {
             .unwrap_or(0);
         let mut left = moves;
         // The step below the plan: doubled after a capacity is reached,
-        // halved after one is not (down to the alignment), so that easy
-        // stretches go fast and hard ones are taken a little at a time.
-        let mut step = ((self.best_total - stop.min(self.best_total)) / 64 / self.align
-            * self.align)
-            .max(self.align);
+        // halved after one is not, down to one cell of the grid (less
+        // moves the top tensors by a cell all the same), so that easy
+        // stretches go fast and hard ones are taken a cell at a time.
+        let least = self.unit(self.best_total);
+        let mut step = ((self.best_total - stop.min(self.best_total)) / 64).max(least);
         let mut last_used = MOVES_PER_TRY;
-        while left > 0 && self.best_total > stop {
+        let mut stale = 0;
+        while left > 0 && self.best_total > stop && self.patience.is_none_or(|p| stale < p) {
             let cap = self.best_total.saturating_sub(step).max(stop).max(floor);
             if cap >= self.best_total {
                 break;
             }
             // A long step that is not reached soon is given up for a
             // shorter one rather than worked at for long.
-            let per_try = match step > self.align {
+            let per_try = match step > least {
                 true => (4 * last_used + 1000).min(MOVES_PER_TRY),
                 false => MOVES_PER_TRY,
             };
@@ -192,6 +203,7 @@ impl<'a> Squeeze<'a> {
             left -= used;
             if fitted {
                 last_used = used;
+                stale = 0;
                 self.best.clone_from(&self.y);
                 self.best_total =
                     OffsetsAssignment::from_offsets(records, self.y.clone()).total_size;
@@ -199,7 +211,8 @@ impl<'a> Squeeze<'a> {
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             } else {
-                step = (step / 2 / self.align * self.align).max(self.align);
+                stale += usize::from(step <= least);
+                step = (step / 2).max(least);
             }
         }
     }
