@@ -85,6 +85,8 @@ pub(crate) struct Squeeze<'a> {
     /// Failed tries in a row at the smallest step after which `run` gives
     /// up (None: it tries until its moves or its time run out).
     patience: Option<usize>,
+    /// Moves made so far, by every `run`.
+    made: usize,
 }
 
 /// Bytes two offsets' extents `[y, y + s)` and `[z, z + t)` share.
@@ -147,6 +149,7 @@ impl<'a> Squeeze<'a> {
             frozen: vec![false; n],
             grain: records.iter().fold(0, |g, r| gcd(g, r.size)),
             patience: None,
+            made: 0,
         }
     }
 
@@ -201,6 +204,7 @@ impl<'a> Squeeze<'a> {
             let budget = left.min(per_try);
             let (fitted, used) = self.fit(cap, budget, deadline);
             left -= used;
+            self.made += used;
             if fitted {
                 last_used = used;
                 stale = 0;
@@ -463,6 +467,23 @@ mod tests {
             assert!(plan.total_size < greedy.total_size, "align {align}");
             assert!(plan.total_size >= bound);
         }
+    }
+
+    /// Told to give up, the squeeze stops well before its moves run out
+    /// once it is stuck short of an unreachable stop (below the bound), and
+    /// its plan is still valid and lower.
+    #[test]
+    fn gives_up_when_stuck() {
+        let records = perfect_packing(200, 8, 1 << 20);
+        let greedy = offsets_greedy_by_size(&records, None, 1);
+        let budget = 2_000_000;
+        let mut s = Squeeze::new(&records, 1, &greedy, 4);
+        s.give_up_after(2);
+        s.run(budget, None, 0);
+        assert!(s.made < budget, "made all {} moves", s.made);
+        let plan = s.plan();
+        validate_offsets(&records, None, &plan, 1).unwrap();
+        assert!(plan.total_size < greedy.total_size);
     }
 
     /// Frozen tensors keep their offsets, and the rest still comes down
