@@ -244,7 +244,10 @@ pub(crate) fn improve_with(
     if !ruin || plan.total_size <= bound {
         return plan;
     }
-    if options.squeeze_moves > 0 {
+    // Past the time limit (greedy by size alone can overrun it on 100,000
+    // records), not even the squeeze's neighbour lists are built.
+    let over = options.time_limit.is_some_and(|t| start.elapsed() >= t);
+    if options.squeeze_moves > 0 && !over {
         let mut sq = Squeeze::new(records, options.alignment, &plan, options.seed);
         keep.iter().for_each(|&i| sq.freeze(i));
         sq.give_up_after(STALE_TRIES);

@@ -181,7 +181,8 @@ pub(crate) fn plan_sparse(
     let joined = OffsetsAssignment::from_offsets(records, offsets);
     // Last, the whole, the tensors across the cut free to move.
     let bound = stop_at(records, options);
-    if options.squeeze_moves == 0 || joined.total_size <= bound {
+    let over = options.time_limit.is_some_and(|t| start.elapsed() >= t);
+    if options.squeeze_moves == 0 || joined.total_size <= bound || over {
         return joined;
     }
     let mut sq = Squeeze::new(records, options.alignment, &joined, options.seed);
