@@ -74,7 +74,7 @@ pub struct ImproveOptions {
     pub ruin_steps: usize,
     /// Moves of the squeeze on the best plan before the ruin steps (each
     /// moves one tensor to where it overlaps the others least, in a plan
-    /// at a capacity below the best; 5-25 microseconds at 7,000 tensors).
+    /// at a capacity below the best; about 20 microseconds at 7,000 tensors).
     /// With a time limit it gets four fifths of the last two fifths of it,
     /// and stops there whatever this says.
     pub squeeze_moves: usize,
