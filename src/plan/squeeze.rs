@@ -173,6 +173,10 @@ impl<'a> Squeeze<'a> {
     /// until `deadline`.
     pub(crate) fn run(&mut self, moves: usize, deadline: Option<Instant>, stop: u64) {
         let records = self.records;
+        // The sweep keeps offsets and their differences in i64.
+        if self.best_total > i64::MAX as u64 / 4 {
+            return;
+        }
         // Every movable tensor must fit, and no frozen one may stick out.
         let floor = (0..records.len())
             .map(|i| match self.frozen[i] {
