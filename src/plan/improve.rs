@@ -231,7 +231,9 @@ pub(crate) fn improve_with(
             };
         }
     }
-    let ruin = plain && options.ruin_steps > 0 && records.len() > 1;
+    // The searches after the placements: the squeeze, then the ruin steps,
+    // each only when it has moves or steps to make.
+    let ruin = plain && (options.ruin_steps > 0 || options.squeeze_moves > 0) && records.len() > 1;
     // The time after the searches (the squeeze, then the ruin steps) is
     // taken from the last search (over the records themselves, see
     // `search_all`); see `AFTER_SEARCHES`.
@@ -268,6 +270,9 @@ pub(crate) fn improve_with(
         if plan.total_size <= bound {
             return plan;
         }
+    }
+    if options.ruin_steps == 0 {
+        return plan;
     }
     let mut search = Ruin::new(records, options.alignment, &plan, options.seed);
     search.run(
