@@ -39,7 +39,7 @@ use super::records::UsageRecord;
 use super::ruin::Ruin;
 use super::search::{Budget, Search};
 use super::split::{independent_cut, plan_sparse, plan_split, sparse_cut, MIN_SPLIT};
-use super::squeeze::Squeeze;
+use super::squeeze::squeezed;
 use super::{order_by_size, OffsetsAssignment};
 use crate::util::rng::SplitMix64;
 
@@ -250,23 +250,20 @@ pub(crate) fn improve_with(
     // records), not even the squeeze's neighbour lists are built.
     let over = options.time_limit.is_some_and(|t| start.elapsed() >= t);
     if options.squeeze_moves > 0 && !over {
-        let mut sq = Squeeze::new(records, options.alignment, &plan, options.seed);
-        keep.iter().for_each(|&i| sq.freeze(i));
-        sq.give_up_after(STALE_TRIES);
         let until = options.time_limit.map(|t| {
             let end = start + t;
             let left = end.saturating_duration_since(Instant::now());
             Instant::now() + left.mul_f64(SQUEEZE_SHARE)
         });
-        sq.run(options.squeeze_moves, until, bound);
-        let squeezed = sq.plan();
-        debug_assert!(
-            super::validate_offsets(records, conflicts, &squeezed, options.alignment).is_ok(),
-            "the squeeze made an invalid plan"
+        plan = squeezed(
+            records,
+            options,
+            plan,
+            keep,
+            Some(STALE_TRIES),
+            until,
+            bound,
         );
-        if squeezed.total_size < plan.total_size {
-            plan = squeezed;
-        }
         if plan.total_size <= bound {
             return plan;
         }

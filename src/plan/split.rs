@@ -21,7 +21,7 @@ use super::lower_bound::lower_bound;
 use super::offsets::{Fit, Placer};
 use super::records::UsageRecord;
 use super::ruin::Ruin;
-use super::squeeze::Squeeze;
+use super::squeeze::squeezed;
 use super::OffsetsAssignment;
 
 /// Records below this many are planned whole: at that size the searches
@@ -185,18 +185,8 @@ pub(crate) fn plan_sparse(
     if options.squeeze_moves == 0 || joined.total_size <= bound || over {
         return joined;
     }
-    let mut sq = Squeeze::new(records, options.alignment, &joined, options.seed);
-    sq.run(
-        options.squeeze_moves,
-        options.time_limit.map(|t| start + t),
-        bound,
-    );
-    let squeezed = sq.plan();
-    if squeezed.total_size < joined.total_size {
-        squeezed
-    } else {
-        joined
-    }
+    let deadline = options.time_limit.map(|t| start + t);
+    squeezed(records, options, joined, &[], None, deadline, bound)
 }
 
 /// A plan of `records` with the `fixed` ones at their offsets: the fixed

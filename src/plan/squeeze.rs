@@ -32,9 +32,39 @@
 use std::time::Instant;
 
 use super::adjacency::Adjacency;
+use super::improve::ImproveOptions;
 use super::records::UsageRecord;
 use super::OffsetsAssignment;
 use crate::util::rng::SplitMix64;
+
+/// `plan`, or the squeeze's plan from it when that is lower: at most
+/// `options.squeeze_moves` moves, until `deadline`, down to `stop`; the
+/// tensors in `keep` stay where they are, and with `patience` it gives up
+/// after that many failed tries in a row at its smallest step.
+pub(crate) fn squeezed(
+    records: &[UsageRecord],
+    options: &ImproveOptions,
+    plan: OffsetsAssignment,
+    keep: &[usize],
+    patience: Option<usize>,
+    deadline: Option<Instant>,
+    stop: u64,
+) -> OffsetsAssignment {
+    let mut sq = Squeeze::new(records, options.alignment, &plan, options.seed);
+    keep.iter().for_each(|&i| sq.freeze(i));
+    sq.patience = patience;
+    sq.run(options.squeeze_moves, deadline, stop);
+    let out = sq.plan();
+    debug_assert!(
+        super::validate_offsets(records, None, &out, options.alignment).is_ok(),
+        "the squeeze made an invalid plan"
+    );
+    if out.total_size < plan.total_size {
+        out
+    } else {
+        plan
+    }
+}
 
 /// At most this many candidate offsets per move: the grid is the
 /// alignment, doubled until the capacity spans no more cells than this.
@@ -151,12 +181,6 @@ impl<'a> Squeeze<'a> {
             patience: None,
             made: 0,
         }
-    }
-
-    /// Makes `run` give up after `tries` failed tries in a row at the
-    /// smallest step, so that what comes after it gets the time left.
-    pub(crate) fn give_up_after(&mut self, tries: usize) {
-        self.patience = Some(tries);
     }
 
     /// Keeps tensor `i` where it is: the capacity never goes below its top.
@@ -482,7 +506,7 @@ mod tests {
         let greedy = offsets_greedy_by_size(&records, None, 1);
         let budget = 2_000_000;
         let mut s = Squeeze::new(&records, 1, &greedy, 4);
-        s.give_up_after(2);
+        s.patience = Some(2);
         s.run(budget, None, 0);
         assert!(s.made < budget, "made all {} moves", s.made);
         let plan = s.plan();
