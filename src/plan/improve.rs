@@ -231,19 +231,20 @@ pub(crate) fn improve_with(
             };
         }
     }
-    // The searches after the placements: the squeeze, then the ruin steps,
-    // each only when it has moves or steps to make.
-    let ruin = plain && (options.ruin_steps > 0 || options.squeeze_moves > 0) && records.len() > 1;
+    // The searches that improve a finished plan: the squeeze, then the ruin
+    // steps, each only when it has moves or steps to make.
+    let polish =
+        plain && (options.ruin_steps > 0 || options.squeeze_moves > 0) && records.len() > 1;
     // The time after the searches (the squeeze, then the ruin steps) is
     // taken from the last search (over the records themselves, see
     // `search_all`); see `AFTER_SEARCHES`.
     let reserve = match options.time_limit {
-        Some(t) if ruin => t.mul_f64(AFTER_SEARCHES),
+        Some(t) if polish => t.mul_f64(AFTER_SEARCHES),
         _ => Duration::ZERO,
     };
     let mut plan = search_all(records, conflicts, options, reserve, floor);
     let bound = stop_at(records, options);
-    if !ruin || plan.total_size <= bound {
+    if !polish || plan.total_size <= bound {
         return plan;
     }
     // Past the time limit (greedy by size alone can overrun it on 100,000
@@ -567,10 +568,11 @@ fn search_orders(
 /// pairs, for the squeeze and the ruin steps after its searches.
 ///
 /// It was a fifth, for the ruin steps alone. With the squeeze, on the
-/// 10,000-tensor perfect packings (seeds 1 to 10, 0.9 s, one run each),
-/// a fifth gave 1.07-1.19 (seed 5: 1.1934), two fifths 1.06-1.17 (seed 5:
-/// 1.1729; 1.17-1.20 over four more runs), three fifths
-/// 1.05-1.19 but seed 5 1.22: the searches before it then give the
+/// 10,000-tensor perfect packings (seeds 1 to 10, 0.9 s, one run each), a
+/// fifth gave 1.07-1.19 (seed 5: 1.1934) and two fifths 1.06-1.17 (seed 5:
+/// 1.1729); over two more runs of seed 5, a fifth 1.1924-1.1963, three
+/// tenths 1.1758-1.1963, two fifths 1.1748-1.1826. Four fifths gave seed 5
+/// 1.22 (in an earlier form of the sparse cut): the searches then hand the
 /// squeeze a worse plan to start from.
 const AFTER_SEARCHES: f64 = 0.4;
 

@@ -34,7 +34,11 @@ pub(crate) const MIN_SPLIT: usize = 2000;
 /// squeezed in the rest. Seed 5 of the 10,000-tensor perfect packings (cut
 /// at op 992 of its part before op 2327): the other side, fitted around two
 /// tensors it did not place, needs its ruin steps (1.20 to 1.33 of the
-/// bound on that side with a twelfth of the time, 1.19 with a fifth).
+/// bound on that side with a twelfth of the time, 1.19 with a fifth). In
+/// 0.9 s, four runs or more each: 0.7 and 0.85 gave 1.17-1.20 on the
+/// whole; the larger side at 0.5 or 0.6 (the other side until 0.7 or
+/// 0.75) gave 1.19-1.26, its searches short of time; the other side until
+/// 0.72 or 0.78 gave 1.19-1.26, until 0.9 1.17-1.19.
 const FIRST_SIDE: f64 = 0.7;
 
 /// See `FIRST_SIDE`.
