@@ -259,7 +259,7 @@ pub(crate) fn improve_with(
         plan = squeezed(
             records,
             options,
-            plan,
+            &plan,
             keep,
             Some(STALE_TRIES),
             until,

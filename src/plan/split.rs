@@ -190,7 +190,7 @@ pub(crate) fn plan_sparse(
         return joined;
     }
     let deadline = options.time_limit.map(|t| start + t);
-    squeezed(records, options, joined, &[], None, deadline, bound)
+    squeezed(records, options, &joined, &[], None, deadline, bound)
 }
 
 /// A plan of `records` with the `fixed` ones at their offsets: the fixed

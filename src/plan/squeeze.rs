@@ -37,33 +37,31 @@ use super::records::UsageRecord;
 use super::OffsetsAssignment;
 use crate::util::rng::SplitMix64;
 
-/// `plan`, or the squeeze's plan from it when that is lower: at most
+/// The squeeze's plan from `plan` (never higher than it): at most
 /// `options.squeeze_moves` moves, until `deadline`, down to `stop`; the
 /// tensors in `keep` stay where they are, and with `patience` it gives up
 /// after that many failed tries in a row at its smallest step.
 pub(crate) fn squeezed(
     records: &[UsageRecord],
     options: &ImproveOptions,
-    plan: OffsetsAssignment,
+    plan: &OffsetsAssignment,
     keep: &[usize],
     patience: Option<usize>,
     deadline: Option<Instant>,
     stop: u64,
 ) -> OffsetsAssignment {
-    let mut sq = Squeeze::new(records, options.alignment, &plan, options.seed);
+    let mut sq = Squeeze::new(records, options.alignment, plan, options.seed);
     keep.iter().for_each(|&i| sq.freeze(i));
     sq.patience = patience;
     sq.run(options.squeeze_moves, deadline, stop);
+    // Its plan only ever changes for a lower one.
     let out = sq.plan();
     debug_assert!(
-        super::validate_offsets(records, None, &out, options.alignment).is_ok(),
-        "the squeeze made an invalid plan"
+        super::validate_offsets(records, None, &out, options.alignment).is_ok()
+            && out.total_size <= plan.total_size,
+        "the squeeze made an invalid or higher plan"
     );
-    if out.total_size < plan.total_size {
-        out
-    } else {
-        plan
-    }
+    out
 }
 
 /// At most this many candidate offsets per move: the grid is the
@@ -237,8 +235,10 @@ impl<'a> Squeeze<'a> {
                 last_used = used;
                 stale = 0;
                 self.best.clone_from(&self.y);
-                self.best_total =
-                    OffsetsAssignment::from_offsets(records, self.y.clone()).total_size;
+                self.best_total = (self.best.iter().zip(&self.size))
+                    .map(|(&o, &s)| o + s)
+                    .max()
+                    .unwrap_or(0);
                 step = step.saturating_mul(2);
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
