@@ -71,10 +71,11 @@ def main():
     for (wl, body, w), r in rows.items():
         print(f"| {wl} | {body} | {w} | " + " | ".join(cell(r.get(s)) for s in systems) + " |")
     ratios(rows, base, peers)
-    # The helping configuration (the pusher is one of the W threads, as the
-    # peers' is) gets its own ratios against the peers.
-    if "depengine-helping" in systems and base != "depengine-helping":
-        ratios(rows, "depengine-helping", [s for s in peers if not s.startswith("depengine")])
+    # The helping configurations (the pusher is one of the W threads, as
+    # the peers' is) get their own ratios against the peers.
+    for helping in ("depengine-helping", "depengine-pushing"):
+        if helping in systems and base != helping:
+            ratios(rows, helping, [s for s in peers if not s.startswith("depengine")])
     busy = [(k, r) for k, r in rows.items() if k[1] != "0" and not k[0].startswith(("priority", "roundtrip"))]
     if busy:
         print("\nefficiency = ops × body / (workers × time), median run:\n")

@@ -29,8 +29,8 @@
 #                  capped at BUSY_BUDGET_US / body (so 100 µs bodies stay short)
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
-#   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pooled depengine-naive
-#                  depengine-alt depengine-batch depengine-pushers mxnet starpu
+#   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pushing
+#                  depengine-pooled depengine-naive depengine-alt depengine-batch depengine-pushers mxnet starpu
 #                  openmp-gomp openmp-libomp tbb-flow rayon ideal
 #                  (depengine-batch: depengine pushing through Engine::batch,
 #                  $BATCH ops per batch, default 256)
@@ -180,6 +180,14 @@ for wl in $WORKLOADS; do
                 echo "$tag unsupported" | tee -a "$RESULTS"
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers $((w - 1)) --help-wait --runs "$RUNS" --engine per-device
+              fi ;;
+            depengine-pushing)
+              # depengine-helping whose pusher also runs queued ops while
+              # it pushes, once the workers' backlog is long.
+              if ((w < 2)) || [[ $wl == roundtrip ]]; then
+                echo "$tag unsupported" | tee -a "$RESULTS"
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --workers $((w - 1)) --help-wait --help-push --runs "$RUNS" --engine per-device
               fi ;;
             depengine-alt)
               if [[ -z ${DEPENGINE_ALT:-} ]]; then

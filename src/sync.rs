@@ -265,6 +265,9 @@ pub(crate) mod deque {
         pub(crate) fn is_empty(&self) -> bool {
             self.0.lock().is_empty()
         }
+        pub(crate) fn len(&self) -> usize {
+            self.0.lock().len()
+        }
         pub(crate) fn steal_batch_and_pop(&self, _dest: &Worker<T>) -> Steal<T> {
             self.steal()
         }

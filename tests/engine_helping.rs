@@ -6,6 +6,7 @@
 //! with helping the wait returns; without, the held op gives up after a
 //! minute and fails, and the test with it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
@@ -135,4 +136,124 @@ fn a_dependent_chain_released_by_the_waiter_runs_in_order() {
         .unwrap();
     engine.wait_for_all().unwrap();
     assert_eq!(*log.lock().unwrap(), (0..50).collect::<Vec<_>>());
+}
+
+// ---------------------------------------------------------------------------
+// `help_while_pushing`
+// ---------------------------------------------------------------------------
+
+fn pushing_engine(on: bool) -> Engine {
+    Engine::builder()
+        .cpu_workers(1)
+        .help_while_pushing(on)
+        .build()
+        .unwrap()
+}
+
+/// Pushes `n` independent ops, each counting itself when it runs on this
+/// thread; returns that count and the ops' vars.
+fn push_independent(engine: &Engine, n: usize) -> (Arc<AtomicUsize>, Vec<depengine::Var>) {
+    let here = std::thread::current().id();
+    let on_pusher = Arc::new(AtomicUsize::new(0));
+    let vars: Vec<_> = (0..n).map(|_| engine.new_var()).collect();
+    for v in &vars {
+        let on_pusher = on_pusher.clone();
+        engine
+            .push(OpDesc::new("independent").writes(v), move |ctx| {
+                if std::thread::current().id() == here {
+                    assert_eq!(ctx.worker(), None, "a pusher's op is on no worker");
+                    on_pusher.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    (on_pusher, vars)
+}
+
+#[test]
+fn pushes_run_the_backlog_the_busy_worker_cannot() {
+    let engine = pushing_engine(true);
+    let release = hold_the_worker(&engine);
+    let (on_pusher, vars) = push_independent(&engine, 1000);
+    // The worker is still held: only the pushes can have run these, and
+    // they leave a backlog of at most 64 plus the 16 pushes between looks.
+    let ran = on_pusher.load(Ordering::SeqCst);
+    assert!(
+        ran >= 1000 - 64 - 16,
+        "only {ran} of 1000 ops ran on the pushing thread"
+    );
+    release.send(()).unwrap();
+    engine.wait_for_all().unwrap();
+    assert!(vars.iter().all(|v| v.version() == 1));
+}
+
+#[test]
+fn pushes_do_not_help_unless_asked() {
+    let engine = pushing_engine(false);
+    let release = hold_the_worker(&engine);
+    let (on_pusher, vars) = push_independent(&engine, 1000);
+    assert_eq!(on_pusher.load(Ordering::SeqCst), 0);
+    release.send(()).unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(
+        on_pusher.load(Ordering::SeqCst),
+        0,
+        "the waiter did not help either"
+    );
+    assert!(vars.iter().all(|v| v.version() == 1));
+}
+
+thread_local! {
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[test]
+fn a_push_from_an_op_the_pusher_runs_does_not_help_again() {
+    // Every op the pusher runs pushes 100 more: were those pushes to help
+    // too, the pusher would run ops inside ops, with no bound on the depth.
+    let engine = pushing_engine(true);
+    let release = hold_the_worker(&engine);
+    let deepest = Arc::new(AtomicUsize::new(0));
+    let children = Arc::new(AtomicUsize::new(0));
+    let count = {
+        let deepest = deepest.clone();
+        move || {
+            let d = DEPTH.with(|d| d.get()) + 1;
+            deepest.fetch_max(d, Ordering::SeqCst);
+            d
+        }
+    };
+    let (on_pusher, _vars) = push_independent(&engine, 200);
+    for _ in 0..20 {
+        let (inner, count, children) = (engine.clone(), count.clone(), children.clone());
+        engine
+            .push(OpDesc::new("parent"), move |_| {
+                DEPTH.with(|d| d.set(count()));
+                for _ in 0..100 {
+                    let (count, children) = (count.clone(), children.clone());
+                    inner
+                        .push(OpDesc::new("child"), move |_| {
+                            let d = count();
+                            DEPTH.with(|cell| cell.set(d));
+                            children.fetch_add(1, Ordering::SeqCst);
+                            DEPTH.with(|cell| cell.set(d - 1));
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+                DEPTH.with(|d| d.set(d.get() - 1));
+                Ok(())
+            })
+            .unwrap();
+    }
+    assert!(on_pusher.load(Ordering::SeqCst) > 0, "the pushes helped");
+    release.send(()).unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(children.load(Ordering::SeqCst), 2000);
+    assert_eq!(
+        deepest.load(Ordering::SeqCst),
+        1,
+        "an op ran inside another"
+    );
 }

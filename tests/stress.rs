@@ -2,7 +2,8 @@
 //! vars at once (including read-only ops, which take the fast-read path). Every op checks, with an atomic per var, that it holds the
 //! var as the contract says (one writer alone, or readers together); each
 //! thread's private counter must equal a serial count. Bounded in ops. The
-//! batched variants push through `Engine::batch`, several pushers at once.
+//! batched variants push through `Engine::batch`, several pushers at once;
+//! in the pushing variants the pushers also run queued ops themselves.
 
 use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,17 +19,44 @@ fn stress(kind: EngineKind, workers: usize) {
     stress_with(kind, workers, false, false);
 }
 
+/// What a variant adds to the plain stress.
+#[derive(Clone, Copy, Default)]
+struct Variant {
+    /// Every pusher also waits for all now and then, running queued ops
+    /// itself while it waits (`help_while_waiting`).
+    helping: bool,
+    /// Every pusher pushes through `Engine::batch`, 1 to 64 ops at a time.
+    batched: bool,
+    /// A push runs queued ops when the workers' backlog is long
+    /// (`help_while_pushing`).
+    pushing: bool,
+}
+
 type BoxedBody = Box<dyn FnOnce(&OpCtx<'_>) -> OpResult + Send>;
 
-/// With `helping`, every pusher also waits for all now and then, running
-/// queued ops itself while it waits (`help_while_waiting`). With
-/// `batched`, every pusher pushes through `Engine::batch`, 1 to 64 ops at
-/// a time.
 fn stress_with(kind: EngineKind, workers: usize, helping: bool, batched: bool) {
+    stress_variant(
+        kind,
+        workers,
+        Variant {
+            helping,
+            batched,
+            ..Variant::default()
+        },
+    );
+}
+
+fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
+    let Variant {
+        helping,
+        batched,
+        pushing,
+    } = variant;
     let engine = Engine::builder()
         .kind(kind)
         .cpu_workers(workers)
         .help_while_waiting(helping)
+        .help_while_pushing(pushing)
         .build()
         .unwrap();
     let vars: Arc<Vec<Var>> = Arc::new((0..VARS).map(|_| engine.new_var()).collect());
@@ -201,6 +229,35 @@ fn stress_pooled_2_batched() {
 #[test]
 fn stress_per_device_3_batched_helping() {
     stress_with(EngineKind::PerDevice, 3, true, true);
+}
+
+#[test]
+fn stress_per_device_1_pushing() {
+    // Whether the pushes help depends on how the threads are scheduled
+    // (alone, three pushers outrun one worker; beside the other stress
+    // tests, not always): this checks the order, `engine_helping.rs` that
+    // pushes help.
+    stress_variant(
+        EngineKind::PerDevice,
+        1,
+        Variant {
+            pushing: true,
+            ..Variant::default()
+        },
+    );
+}
+
+#[test]
+fn stress_pooled_2_helping_pushing() {
+    stress_variant(
+        EngineKind::Pooled,
+        2,
+        Variant {
+            helping: true,
+            pushing: true,
+            ..Variant::default()
+        },
+    );
 }
 
 #[test]

@@ -53,6 +53,7 @@ pub(crate) struct EngineConfig {
     pub(crate) gpu_workers: usize,
     pub(crate) gpus: u32,
     pub(crate) wait_helps: bool,
+    pub(crate) push_helps: bool,
 }
 
 /// Builds an [`Engine`]. Counts left at 0 mean "from the environment or the
@@ -81,6 +82,7 @@ pub struct EngineBuilder {
     gpu_workers: usize,
     gpus: u32,
     wait_helps: bool,
+    push_helps: bool,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -163,6 +165,51 @@ impl EngineBuilder {
     /// ```
     pub fn help_while_waiting(mut self, on: bool) -> Self {
         self.wait_helps = on;
+        self
+    }
+
+    /// When too many ready ops are queued for the CPU workers, a push first
+    /// runs some of them on the pushing thread, as an OpenMP runtime runs
+    /// tasks at their creation once too many are queued. Off by default.
+    ///
+    /// "Too many" is more than 64 per CPU worker waiting in the pool's
+    /// shared queue; the push then runs queued ops until half that many are
+    /// left, and looks again after 16 more pushes. A pusher far ahead of
+    /// its workers fills the queue with ops that the workers will not reach
+    /// for a long while, and every one of them costs a fresh op block and
+    /// cache lines on both sides; running some itself keeps the backlog
+    /// small, and with [`EngineBuilder::help_while_waiting`] makes the
+    /// pushing thread a worker all along, not only once it waits.
+    ///
+    /// The same ops are taken as by a waiting helper (ordinary CPU ops,
+    /// none while a prioritized op is queued), with the same rules for the
+    /// ops run: [`OpCtx::worker`](crate::OpCtx::worker) is `None` and they
+    /// may not wait on the engine. A push never helps inside an op (a push
+    /// from a body only queues), inside [`Engine::batch`](crate::Engine::batch),
+    /// or under the naive executor, which runs every op at its push anyway.
+    ///
+    /// Only turn it on where a push may run other ops' bodies: the pushing
+    /// thread must not hold, while it pushes, a lock that a body takes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder()
+    ///     .cpu_workers(1)
+    ///     .help_while_waiting(true)
+    ///     .help_while_pushing(true)
+    ///     .build()
+    ///     .unwrap();
+    /// let vars: Vec<_> = (0..1000).map(|_| engine.new_var()).collect();
+    /// for v in &vars {
+    ///     engine.push(OpDesc::new("fill").writes(v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// assert!(vars.iter().all(|v| v.version() == 1));
+    /// ```
+    pub fn help_while_pushing(mut self, on: bool) -> Self {
+        self.push_helps = on;
         self
     }
 
@@ -259,6 +306,7 @@ impl EngineBuilder {
             gpu_workers: or(self.gpu_workers, 2),
             gpus: self.gpus,
             wait_helps: self.wait_helps,
+            push_helps: self.push_helps,
         })
     }
 

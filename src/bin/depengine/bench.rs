@@ -50,6 +50,12 @@ pub(crate) struct BenchArgs {
     /// efficiency over that many, as for the peers whose pusher is a worker.
     #[arg(long)]
     help_wait: bool,
+    /// With --help-wait: the pushing thread also runs queued ops while it
+    /// pushes, whenever the workers' backlog is long
+    /// (`EngineBuilder::help_while_pushing`). The line's system gets
+    /// `-pushing`.
+    #[arg(long, requires = "help_wait")]
+    help_push: bool,
     /// Push the ops in batches of this many (`Engine::batch`: the ops ready
     /// at their push are handed to the workers together when the batch
     /// closes; 0: one by one). The line's system gets `-batch<N>`.
@@ -125,6 +131,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         .kind(args.engine)
         .cpu_workers(args.workers)
         .help_while_waiting(args.help_wait)
+        .help_while_pushing(args.help_push)
         .build()?;
     // The naive executor runs every op on the thread that makes it ready:
     // the pushing thread is its one worker.
@@ -137,6 +144,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         format!("depengine-{}", args.engine)
     };
+    if args.help_push {
+        system += "-pushing";
+    }
     if args.batch > 0 {
         system += &format!("-batch{}", args.batch);
     }

@@ -125,6 +125,16 @@ impl Executor {
         }
     }
 
+    /// Ops queued where [`Executor::take_for_helper`] takes them, per worker
+    /// of that pool.
+    pub(crate) fn queued_for_helper(&self) -> usize {
+        match self {
+            Executor::Naive => 0,
+            Executor::Pooled(p) => p.queued_for_helper(),
+            Executor::PerDevice(p) => p.queued_for_helper(),
+        }
+    }
+
     pub(crate) fn stop_and_join(&self) {
         match self {
             Executor::Naive => {}

@@ -105,6 +105,10 @@ impl PerDevice {
         self.cpu.shared.take_for_helper()
     }
 
+    pub(super) fn queued_for_helper(&self) -> usize {
+        self.cpu.shared.queued_per_worker()
+    }
+
     pub(super) fn stop_and_join(&self) {
         for p in self.all() {
             p.stop_and_join();

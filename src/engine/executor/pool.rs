@@ -122,6 +122,12 @@ impl PoolShared {
         None
     }
 
+    /// Ordinary ops waiting in the shared FIFO (not counting those the
+    /// workers already moved to their own deques), per worker.
+    pub(crate) fn queued_per_worker(&self) -> usize {
+        self.injector.len() / self.stealers.len()
+    }
+
     /// True when the next slot may be used (see the module docs).
     pub(crate) fn slot_allowed(&self) -> bool {
         self.prio_len.load(Ordering::Relaxed) == 0

@@ -38,6 +38,10 @@ impl Pooled {
         self.workers.shared.take_for_helper()
     }
 
+    pub(super) fn queued_for_helper(&self) -> usize {
+        self.workers.shared.queued_per_worker()
+    }
+
     pub(super) fn stop_and_join(&self) {
         self.workers.stop_and_join();
         self.io.stop_and_join();
