@@ -43,6 +43,7 @@ impl Batch<'_> {
     {
         self.core
             .push_to(desc, Body::sync(body), None, false, Some(&mut self.held))
+            .map(drop)
     }
 
     /// As [`Engine::push_async`]; the op starts when the batch closes at
@@ -55,13 +56,15 @@ impl Batch<'_> {
     where
         F: FnOnce(&OpCtx<'_>, Completion) + Send + 'static,
     {
-        self.core.push_to(
-            desc,
-            Body::asynchronous(body),
-            None,
-            false,
-            Some(&mut self.held),
-        )
+        self.core
+            .push_to(
+                desc,
+                Body::asynchronous(body),
+                None,
+                false,
+                Some(&mut self.held),
+            )
+            .map(drop)
     }
 
     /// Ops held back so far: pushed in this batch and ready, waiting for

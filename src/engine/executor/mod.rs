@@ -17,8 +17,8 @@ mod pool;
 pub(crate) mod pooled;
 mod sleep;
 
-pub(crate) use pool::LocalSlot;
 use pool::WorkerPool;
+pub(crate) use pool::{LocalSlot, PoolShared};
 
 use crate::sync::Arc;
 
@@ -114,24 +114,15 @@ impl Executor {
         }
     }
 
-    /// An ordinary queued op for a thread that helps while it waits
-    /// (`EngineBuilder::help_while_waiting`): from the CPU pool, or the
-    /// shared pool of the pooled executor.
-    pub(crate) fn take_for_helper(&self) -> Option<OpPtr> {
+    /// The pool whose ordinary queued ops a thread that is not a worker
+    /// may run (`EngineBuilder::help_while_waiting`,
+    /// `help_while_pushing`): the CPU pool, or the shared pool of the
+    /// pooled executor; none under the naive executor.
+    pub(crate) fn helper_pool(&self) -> Option<&PoolShared> {
         match self {
             Executor::Naive => None,
-            Executor::Pooled(p) => p.take_for_helper(),
-            Executor::PerDevice(p) => p.take_for_helper(),
-        }
-    }
-
-    /// Ops queued where [`Executor::take_for_helper`] takes them, per worker
-    /// of that pool.
-    pub(crate) fn queued_for_helper(&self) -> usize {
-        match self {
-            Executor::Naive => 0,
-            Executor::Pooled(p) => p.queued_for_helper(),
-            Executor::PerDevice(p) => p.queued_for_helper(),
+            Executor::Pooled(p) => Some(p.helper_pool()),
+            Executor::PerDevice(p) => Some(p.helper_pool()),
         }
     }
 

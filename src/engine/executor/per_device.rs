@@ -101,12 +101,8 @@ impl PerDevice {
 
     /// Only the CPU pool's ops: the others are bound to their pool's
     /// threads (priority order, copies, a simulated device).
-    pub(super) fn take_for_helper(&self) -> Option<super::super::op::OpPtr> {
-        self.cpu.shared.take_for_helper()
-    }
-
-    pub(super) fn queued_for_helper(&self) -> usize {
-        self.cpu.shared.queued_per_worker()
+    pub(super) fn helper_pool(&self) -> &super::pool::PoolShared {
+        &self.cpu.shared
     }
 
     pub(super) fn stop_and_join(&self) {

@@ -34,12 +34,8 @@ impl Pooled {
         }
     }
 
-    pub(super) fn take_for_helper(&self) -> Option<super::super::op::OpPtr> {
-        self.workers.shared.take_for_helper()
-    }
-
-    pub(super) fn queued_for_helper(&self) -> usize {
-        self.workers.shared.queued_per_worker()
+    pub(super) fn helper_pool(&self) -> &super::pool::PoolShared {
+        &self.workers.shared
     }
 
     pub(super) fn stop_and_join(&self) {
