@@ -170,3 +170,31 @@ fn several_pushers_only_for_independent_ops() {
     );
     refused(&["--workload", "indep", "--pushers", "0"]);
 }
+
+#[test]
+fn helping_pushes_name_their_system_and_need_a_helping_wait() {
+    let line = result_line(&[
+        "--workload",
+        "random",
+        "--ops",
+        "3000",
+        "--workers",
+        "1",
+        "--runs",
+        "1",
+        "--help-wait",
+        "--help-push",
+    ]);
+    assert_eq!(
+        field(&line, "system"),
+        "depengine-per-device-helping-pushing"
+    );
+    assert_eq!(
+        field(&line, "workers"),
+        "2",
+        "the pusher counts as a thread"
+    );
+    assert_eq!(field(&line, "ops"), "3000");
+    let err = refused(&["--ops", "10", "--help-push"]);
+    assert!(err.contains("--help-wait"), "{err}");
+}
