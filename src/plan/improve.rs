@@ -247,29 +247,24 @@ pub(crate) fn improve_with(
     if !polish || plan.total_size <= bound {
         return plan;
     }
-    // Past the time limit (greedy by size alone can overrun it on 100,000
-    // records), not even the squeeze's neighbour lists are built.
-    let over = options.time_limit.is_some_and(|t| start.elapsed() >= t);
-    if options.squeeze_moves > 0 && !over {
-        let until = options.time_limit.map(|t| {
-            let end = start + t;
-            let left = end.saturating_duration_since(Instant::now());
-            Instant::now() + left.mul_f64(SQUEEZE_SHARE)
-        });
-        plan = squeezed(
-            records,
-            options,
-            &plan,
-            keep,
-            Some(STALE_TRIES),
-            until,
-            bound,
-        );
-        if plan.total_size <= bound {
-            return plan;
-        }
-    }
-    if options.ruin_steps == 0 {
+    // Past the time limit, `until` is already past and the squeeze does
+    // nothing.
+    let until = options.time_limit.map(|t| {
+        let now = Instant::now();
+        now + (start + t)
+            .saturating_duration_since(now)
+            .mul_f64(SQUEEZE_SHARE)
+    });
+    plan = squeezed(
+        records,
+        options,
+        plan,
+        keep,
+        Some(STALE_TRIES),
+        until,
+        bound,
+    );
+    if plan.total_size <= bound || options.ruin_steps == 0 {
         return plan;
     }
     let mut search = Ruin::new(records, options.alignment, &plan, options.seed);

@@ -184,13 +184,16 @@ pub(crate) fn plan_sparse(
     }
     let joined = OffsetsAssignment::from_offsets(records, offsets);
     // Last, the whole, the tensors across the cut free to move.
-    let bound = stop_at(records, options);
-    let over = options.time_limit.is_some_and(|t| start.elapsed() >= t);
-    if options.squeeze_moves == 0 || joined.total_size <= bound || over {
-        return joined;
-    }
     let deadline = options.time_limit.map(|t| start + t);
-    squeezed(records, options, &joined, &[], None, deadline, bound)
+    squeezed(
+        records,
+        options,
+        joined,
+        &[],
+        None,
+        deadline,
+        stop_at(records, options),
+    )
 }
 
 /// A plan of `records` with the `fixed` ones at their offsets: the fixed

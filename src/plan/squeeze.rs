@@ -41,16 +41,27 @@ use crate::util::rng::SplitMix64;
 /// `options.squeeze_moves` moves, until `deadline`, down to `stop`; the
 /// tensors in `keep` stay where they are, and with `patience` it gives up
 /// after that many failed tries in a row at its smallest step.
+///
+/// `plan` comes back untouched, without even the neighbour lists built,
+/// when there is nothing to do: no moves allowed, `plan` already at
+/// `stop`, or `deadline` past (greedy by size alone can overrun a time
+/// limit on 100,000 records).
 pub(crate) fn squeezed(
     records: &[UsageRecord],
     options: &ImproveOptions,
-    plan: &OffsetsAssignment,
+    plan: OffsetsAssignment,
     keep: &[usize],
     patience: Option<usize>,
     deadline: Option<Instant>,
     stop: u64,
 ) -> OffsetsAssignment {
-    let mut sq = Squeeze::new(records, options.alignment, plan, options.seed);
+    if options.squeeze_moves == 0
+        || plan.total_size <= stop
+        || deadline.is_some_and(|d| Instant::now() >= d)
+    {
+        return plan;
+    }
+    let mut sq = Squeeze::new(records, options.alignment, &plan, options.seed);
     keep.iter().for_each(|&i| sq.freeze(i));
     sq.patience = patience;
     sq.run(options.squeeze_moves, deadline, stop);
