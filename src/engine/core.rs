@@ -310,7 +310,11 @@ impl Core {
             unsafe { *b.poisoned.get() = true };
         }
         let seq = b.seq;
-        if b.wait.fetch_sub(granted + 1, Ordering::AcqRel) == granted + 1 {
+        // Each var grants the op once. When every var granted it during
+        // the append, no other thread will ever touch `wait`, so the op is
+        // ready without the read-modify-write (a locked instruction) that
+        // races with the grants of completing ops otherwise.
+        if granted == nvars || b.wait.fetch_sub(granted + 1, Ordering::AcqRel) == granted + 1 {
             match held {
                 Some(held) => held.push(op),
                 None => self.executor().dispatch(self, op, None),
