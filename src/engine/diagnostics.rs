@@ -76,7 +76,7 @@ impl PendingReport {
             let queued = s
                 .queue
                 .iter()
-                .map(|&(op, access)| {
+                .map(|(op, access)| {
                     // SAFETY: see above.
                     let b = unsafe { op.get() };
                     PendingOp {

@@ -49,9 +49,9 @@
 
 mod fast_read;
 mod protocol;
+mod queue;
 mod slot;
 
-use std::collections::VecDeque;
 use std::fmt;
 
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
@@ -59,6 +59,7 @@ use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Or
 use super::error::Failure;
 use super::op::OpPtr;
 use super::ready::ReadyList;
+use queue::OpQueue;
 
 pub(crate) use slot::VarSlot;
 
@@ -236,7 +237,7 @@ pub(crate) struct VarState {
     /// A closed fast-read epoch still has reads running.
     pub(crate) draining: bool,
     pub(crate) writer: Option<OpPtr>,
-    pub(crate) queue: VecDeque<(OpPtr, Access)>,
+    pub(crate) queue: OpQueue,
 }
 
 /// Result of appending an op to a var.
@@ -266,7 +267,7 @@ impl VarInner {
                     orphaned: false,
                     draining: false,
                     writer: None,
-                    queue: VecDeque::new(),
+                    queue: OpQueue::new(),
                 }),
                 fast: AtomicU64::new(0),
             }),

@@ -55,7 +55,7 @@ impl VarInner {
             // SAFETY: the pusher holds its guard during the append.
             unsafe { slot.mark_fast_read() };
         } else {
-            s.queue.push_back((op, Access::Read));
+            s.queue.push_back(op, Access::Read);
         }
         Appended {
             granted,
@@ -82,7 +82,7 @@ impl VarInner {
         if granted {
             s.writer = Some(op);
         } else {
-            s.queue.push_back((op, Access::Write));
+            s.queue.push_back(op, Access::Write);
         }
         Appended {
             granted,
@@ -237,9 +237,9 @@ impl VarInner {
         }
         let mut run = Run::new();
         match s.queue.front() {
-            Some(&(_, Access::Write)) => self.take_head_writes(&mut s, &mut run),
-            Some(&(_, Access::Read)) => {
-                while let Some(&(op, Access::Read)) = s.queue.front() {
+            Some((_, Access::Write)) => self.take_head_writes(&mut s, &mut run),
+            Some((_, Access::Read)) => {
+                while let Some((op, Access::Read)) = s.queue.front() {
                     s.queue.pop_front();
                     s.readers += 1;
                     grant(op, ready);
@@ -267,7 +267,7 @@ impl VarInner {
         debug_assert!(run.is_empty());
         while run.len() < MAX_RUN {
             match s.queue.front() {
-                Some(&(op, Access::Write)) => {
+                Some((op, Access::Write)) => {
                     s.queue.pop_front();
                     run.push(op);
                 }
