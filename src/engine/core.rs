@@ -868,9 +868,11 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Copies the op's vars into the block: writes first (deduplicated), then
-/// reads that are not written (deduplicated) — rule 2.
+/// reads that are not written (deduplicated) — rule 2. An op with many vars
+/// has each part sorted by var id, which `append_all` locks in.
 fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super::op::VarList<'_>) {
-    let key = |v: &VarSlot| v.var.addr();
+    // Vars of one engine: equal ids, equal vars.
+    let key = |v: &VarSlot| v.id.id;
     let vars = &mut block.vars;
     writes.for_each(|v| vars.push(VarSlot::new(&v.inner)));
     let large = reads.len() + writes.len() > 16;
@@ -904,7 +906,7 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
 
 /// Removes later duplicates from `v[start..]` of anything already in `v[..i]`
 /// (so reads that are also written go too).
-fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&VarSlot) -> usize) {
+fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&VarSlot) -> u64) {
     let mut i = start.max(1);
     while i < v.len() {
         if v[..i].iter().any(|x| key(x) == key(&v[i])) {

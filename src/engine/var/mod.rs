@@ -334,7 +334,7 @@ impl VarInner {
 const APPEND_INLINE: usize = 24;
 
 /// Appends an op to all its vars at once: every var's lock is taken, in
-/// address order, before the first append and released after the last.
+/// var-id order, before the first append and released after the last.
 ///
 /// Why: with several pushing threads, appending var by var could queue op X
 /// before Y on one var and Y before X on another — a cycle, so neither would
@@ -362,21 +362,16 @@ pub(crate) fn append_all(
     if n == 2 {
         return append_two(op, reads, writes, deletes);
     }
-    // Every var of the op is alive (the pusher holds a handle to each), so
-    // no two of them share an address: addresses give a total lock order.
-    // Why addresses and not var ids: `fill_vars` already sorts the reads
-    // and the writes of a many-var op by address, so the sort below only
-    // merges two sorted runs, and it needs no load from the vars' lines.
-    let mut order: smallvec::SmallVec<[(usize, bool, usize); APPEND_INLINE]> = reads
+    // Var ids are unique within an engine and all vars of an op belong to
+    // one engine (checked at push), so they give a total lock order; unlike
+    // addresses, the same in every run, which loom's replays rely on.
+    // `fill_vars` already sorts the reads and the writes of a many-var op by
+    // id, so the sort below only merges two sorted runs.
+    let mut order: smallvec::SmallVec<[(u64, bool, usize); APPEND_INLINE]> = reads
         .iter()
         .enumerate()
-        .map(|(i, v)| (v.var.addr(), false, i))
-        .chain(
-            writes
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (v.var.addr(), true, i)),
-        )
+        .map(|(i, v)| (v.id.id, false, i))
+        .chain(writes.iter().enumerate().map(|(i, v)| (v.id.id, true, i)))
         .collect();
     order.sort_unstable_by_key(|o| o.0);
     let mut guards: smallvec::SmallVec<[MutexGuard<'_, VarState>; APPEND_INLINE]> =
@@ -410,7 +405,7 @@ fn append_two(op: OpPtr, reads: &[VarSlot], writes: &[VarSlot], deletes: bool) -
         }
     };
     let (mut a, mut b) = (all(0), all(1));
-    if a.0.var.addr() > b.0.var.addr() {
+    if a.0.id.id > b.0.id.id {
         std::mem::swap(&mut a, &mut b);
     }
     let mut ga = a.0.hot.state.lock();
