@@ -6,9 +6,9 @@
 //! buffer's, both last written by the pushing thread on another core), and
 //! the pusher takes the buffer's line back for its next append. Most queues
 //! are short (a wavefront's var has at most two reads queued behind its
-//! write), so the first [`HEAD`] entries live inline, on the lock's line;
-//! only ops queued behind a full head go to a boxed deque, whose length is
-//! kept inline too, so that a queue that never spills never touches it.
+//! write), so up to [`HEAD`] entries live inline, on the lock's line; a
+//! longer queue moves to a boxed deque, whose length is kept inline too,
+//! so that a queue that never grows past the head never touches it.
 //!
 //! An entry is the op's block address with the access in its low bit: op
 //! blocks are 64-byte aligned, so the bit is free, and an entry takes one
@@ -21,8 +21,7 @@ use std::ptr::NonNull;
 use super::super::op::{OpBlock, OpPtr};
 use super::Access;
 
-/// Entries kept on the var's own cache line (`push_back` and `pop_front`
-/// spell out the two).
+/// Entries kept on the var's own cache line.
 const HEAD: usize = 2;
 
 /// Low bit of an entry: the op writes the var.
@@ -59,8 +58,11 @@ impl Entry {
 
 /// The ops queued on a var, in push order (see the module docs).
 ///
-/// Invariant: the boxed rest holds entries only while the head is full, so
-/// the queue's order is the head, then the rest.
+/// Two modes: while at most [`HEAD`] ops are queued they sit in `head`;
+/// once more are, all of them move to the boxed `rest`, and stay there
+/// until it drains, so a long queue costs what a `VecDeque` does.
+/// `rest_len` (0 in the inline mode) tells the modes apart without
+/// touching the box.
 pub(crate) struct OpQueue {
     head: [Option<Entry>; HEAD],
     rest_len: usize,
@@ -82,7 +84,7 @@ impl OpQueue {
     /// No op is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.head[0].is_none()
+        self.rest_len == 0 && self.head[0].is_none()
     }
 
     /// Queues `op` behind every op queued so far.
@@ -90,56 +92,59 @@ impl OpQueue {
     pub(crate) fn push_back(&mut self, op: OpPtr, access: Access) {
         let e = Entry::new(op, access);
         if self.rest_len == 0 {
-            if self.head[0].is_none() {
-                self.head[0] = Some(e);
-                return;
-            }
-            if self.head[1].is_none() {
-                self.head[1] = Some(e);
+            if let Some(free) = self.head.iter_mut().find(|h| h.is_none()) {
+                *free = Some(e);
                 return;
             }
         }
         self.push_rest(e);
     }
 
-    /// Behind a full head: kept out of line, so that the short-queue path
-    /// above inlines into the appends.
-    #[cold]
+    /// Past the head: the head's ops move to the rest first (once per
+    /// long queue), so the rest holds the whole queue in order.
     #[inline(never)]
     fn push_rest(&mut self, e: Entry) {
-        self.rest.get_or_insert_with(Default::default).push_back(e);
+        let rest = self.rest.get_or_insert_with(Default::default);
+        if self.rest_len == 0 {
+            rest.extend(self.head.iter_mut().filter_map(Option::take));
+            self.rest_len = HEAD;
+        }
+        rest.push_back(e);
         self.rest_len += 1;
     }
 
     /// The op at the front, the next to be granted.
     #[inline]
     pub(crate) fn front(&self) -> Option<(OpPtr, Access)> {
-        self.head[0].map(Entry::get)
+        let e = if self.rest_len > 0 {
+            self.rest().front().copied()
+        } else {
+            self.head[0]
+        };
+        e.map(Entry::get)
     }
 
     /// Takes the op at the front.
     #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<(OpPtr, Access)> {
+        if self.rest_len > 0 {
+            self.rest_len -= 1;
+            let rest = self.rest.as_mut().expect("rest_len counts the boxed rest");
+            return rest.pop_front().map(Entry::get);
+        }
         let first = self.head[0]?;
-        self.head[0] = self.head[1];
-        self.head[1] = if self.rest_len > 0 {
-            self.pop_rest()
-        } else {
-            None
-        };
+        self.head.copy_within(1.., 0);
+        self.head[HEAD - 1] = None;
         Some(first.get())
     }
 
-    #[inline(never)]
-    fn pop_rest(&mut self) -> Option<Entry> {
-        let rest = self.rest.as_mut().expect("rest_len counts the boxed rest");
-        self.rest_len -= 1;
-        rest.pop_front()
+    fn rest(&self) -> &VecDeque<Entry> {
+        self.rest.as_ref().expect("rest_len counts the boxed rest")
     }
 
     /// The queued ops, front first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (OpPtr, Access)> + '_ {
-        let rest = self.rest.iter().flat_map(|r| r.iter()).take(self.rest_len);
+        let rest = self.rest.iter().flat_map(|r| r.iter());
         self.head.iter().flatten().chain(rest).map(|e| e.get())
     }
 }
@@ -173,11 +178,19 @@ mod tests {
         let mut model: VecDeque<(OpPtr, Access)> = VecDeque::new();
         let mut next = 0;
         let mut seed = 7u64;
-        for _ in 0..2000 {
+        let (mut drained, mut longest) = (0, 0);
+        for step in 0..4000 {
             seed = seed
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            let push = (seed >> 33) % 5 < 3 || model.is_empty();
+            // Phases that grow the queue past the head and phases that
+            // drain it, so it changes mode both ways many times.
+            let bias = if (step / 50) % 2 == 0 { 4 } else { 1 };
+            let push = (seed >> 33) % 5 < bias;
+            if model.is_empty() {
+                drained += 1;
+            }
+            longest = longest.max(model.len());
             if push && model.len() < ptrs.len() - 1 {
                 let op = ptrs[next % ptrs.len()];
                 let a = access(next);
@@ -191,6 +204,8 @@ mod tests {
             assert_eq!(q.front(), model.front().copied());
             assert!(q.iter().eq(model.iter().copied()));
         }
+        assert!(drained > 20, "the queue drained only {drained} times");
+        assert!(longest > 4 * HEAD, "the queue grew to {longest} ops only");
         while let Some(x) = model.pop_front() {
             assert_eq!(q.pop_front(), Some(x));
         }
