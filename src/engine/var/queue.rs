@@ -5,10 +5,13 @@
 //! head then takes two cache misses in a row (the lock's line, then the
 //! buffer's, both last written by the pushing thread on another core), and
 //! the pusher takes the buffer's line back for its next append. Most queues
-//! are short (a wavefront's var has at most two reads queued behind its
-//! write), so up to [`HEAD`] entries live inline, on the lock's line; a
-//! longer queue moves to a boxed deque, whose length is kept inline too,
-//! so that a queue that never grows past the head never touches it.
+//! stay short (a wavefront's var has at most two reads queued behind its
+//! write), so a queue starts *inline*: up to [`HEAD`] entries on the lock's
+//! line. The first time a third op is queued it becomes a `VecDeque` and
+//! stays one, so a var that has had a long queue (a chain, many readers)
+//! costs what it did before, with no switching back and forth. Both forms
+//! share the same 32 bytes: the enum keeps its tag in a value the deque's
+//! capacity cannot take, which the size test below checks.
 //!
 //! An entry is the op's block address with the access in its low bit: op
 //! blocks are 64-byte aligned, so the bit is free, and an entry takes one
@@ -22,14 +25,14 @@ use super::super::op::{OpBlock, OpPtr};
 use super::Access;
 
 /// Entries kept on the var's own cache line.
-const HEAD: usize = 2;
+pub(crate) const HEAD: usize = 2;
 
 /// Low bit of an entry: the op writes the var.
 const WRITE: usize = 1;
 
 /// One queued op and how it uses the var.
 #[derive(Clone, Copy)]
-struct Entry(NonZeroUsize);
+pub(crate) struct Entry(NonZeroUsize);
 
 impl Entry {
     fn new(op: OpPtr, access: Access) -> Self {
@@ -57,95 +60,86 @@ impl Entry {
 }
 
 /// The ops queued on a var, in push order (see the module docs).
-///
-/// Two modes: while at most [`HEAD`] ops are queued they sit in `head`;
-/// once more are, all of them move to the boxed `rest`, and stay there
-/// until it drains, so a long queue costs what a `VecDeque` does.
-/// `rest_len` (0 in the inline mode) tells the modes apart without
-/// touching the box.
-pub(crate) struct OpQueue {
-    head: [Option<Entry>; HEAD],
-    rest_len: usize,
-    // Boxed on purpose: a `VecDeque` inline would take half of the var's
-    // line, pushing the head off it; the box is one word.
-    #[allow(clippy::box_collection)]
-    rest: Option<Box<VecDeque<Entry>>>,
+pub(crate) enum OpQueue {
+    /// At most [`HEAD`] ops, front first, packed to the left.
+    Inline([Option<Entry>; HEAD]),
+    /// Since the queue first held more than [`HEAD`] ops.
+    Deque(VecDeque<Entry>),
 }
 
 impl OpQueue {
     pub(crate) const fn new() -> Self {
-        OpQueue {
-            head: [None; HEAD],
-            rest_len: 0,
-            rest: None,
-        }
+        OpQueue::Inline([None; HEAD])
     }
 
     /// No op is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.rest_len == 0 && self.head[0].is_none()
+        match self {
+            OpQueue::Inline(h) => h[0].is_none(),
+            OpQueue::Deque(d) => d.is_empty(),
+        }
     }
 
     /// Queues `op` behind every op queued so far.
     #[inline]
     pub(crate) fn push_back(&mut self, op: OpPtr, access: Access) {
         let e = Entry::new(op, access);
-        if self.rest_len == 0 {
-            if let Some(free) = self.head.iter_mut().find(|h| h.is_none()) {
-                *free = Some(e);
-                return;
-            }
+        match self {
+            OpQueue::Inline(h) => match h.iter_mut().find(|x| x.is_none()) {
+                Some(free) => *free = Some(e),
+                None => self.spill(e),
+            },
+            OpQueue::Deque(d) => d.push_back(e),
         }
-        self.push_rest(e);
     }
 
-    /// Past the head: the head's ops move to the rest first (once per
-    /// long queue), so the rest holds the whole queue in order.
+    /// A full head and one more op: from now on a deque.
+    #[cold]
     #[inline(never)]
-    fn push_rest(&mut self, e: Entry) {
-        let rest = self.rest.get_or_insert_with(Default::default);
-        if self.rest_len == 0 {
-            rest.extend(self.head.iter_mut().filter_map(Option::take));
-            self.rest_len = HEAD;
-        }
-        rest.push_back(e);
-        self.rest_len += 1;
+    fn spill(&mut self, e: Entry) {
+        let OpQueue::Inline(h) = self else {
+            unreachable!("only an inline queue spills");
+        };
+        let mut d = VecDeque::with_capacity(2 * (HEAD + 1));
+        d.extend(h.iter().flatten().copied());
+        d.push_back(e);
+        *self = OpQueue::Deque(d);
     }
 
     /// The op at the front, the next to be granted.
     #[inline]
     pub(crate) fn front(&self) -> Option<(OpPtr, Access)> {
-        let e = if self.rest_len > 0 {
-            self.rest().front().copied()
-        } else {
-            self.head[0]
-        };
-        e.map(Entry::get)
+        match self {
+            OpQueue::Inline(h) => h[0],
+            OpQueue::Deque(d) => d.front().copied(),
+        }
+        .map(Entry::get)
     }
 
     /// Takes the op at the front.
     #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<(OpPtr, Access)> {
-        if self.rest_len > 0 {
-            self.rest_len -= 1;
-            let rest = self.rest.as_mut().expect("rest_len counts the boxed rest");
-            return rest.pop_front().map(Entry::get);
+        match self {
+            OpQueue::Inline(h) => {
+                let first = h[0]?;
+                h.copy_within(1.., 0);
+                h[HEAD - 1] = None;
+                Some(first)
+            }
+            OpQueue::Deque(d) => d.pop_front(),
         }
-        let first = self.head[0]?;
-        self.head.copy_within(1.., 0);
-        self.head[HEAD - 1] = None;
-        Some(first.get())
-    }
-
-    fn rest(&self) -> &VecDeque<Entry> {
-        self.rest.as_ref().expect("rest_len counts the boxed rest")
+        .map(Entry::get)
     }
 
     /// The queued ops, front first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (OpPtr, Access)> + '_ {
-        let rest = self.rest.iter().flat_map(|r| r.iter());
-        self.head.iter().flatten().chain(rest).map(|e| e.get())
+        let (head, deque): (&[Option<Entry>], _) = match self {
+            OpQueue::Inline(h) => (h, None),
+            OpQueue::Deque(d) => (&[], Some(d)),
+        };
+        let rest = deque.into_iter().flatten();
+        head.iter().flatten().chain(rest).map(|e| e.get())
     }
 }
 
@@ -169,52 +163,65 @@ mod tests {
         }
     }
 
-    /// Against a plain `VecDeque` under a fixed sequence of pushes and
-    /// pops that crosses the head's size both ways many times.
+    /// Against a plain `VecDeque` under fixed sequences of pushes and
+    /// pops, each on a fresh queue that starts inline, grows past the head
+    /// (and so becomes a deque) and drains many times.
     #[test]
-    fn keeps_push_order_across_the_inline_head_and_the_rest() {
+    fn keeps_push_order_inline_across_the_spill_and_as_a_deque() {
         let (_blocks, ptrs) = ops(64);
-        let mut q = OpQueue::new();
-        let mut model: VecDeque<(OpPtr, Access)> = VecDeque::new();
-        let mut next = 0;
-        let mut seed = 7u64;
-        let (mut drained, mut longest) = (0, 0);
-        for step in 0..4000 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            // Phases that grow the queue past the head and phases that
-            // drain it, so it changes mode both ways many times.
-            let bias = if (step / 50) % 2 == 0 { 4 } else { 1 };
-            let push = (seed >> 33) % 5 < bias;
-            if model.is_empty() {
-                drained += 1;
+        for mut seed in 1..=8u64 {
+            let mut q = OpQueue::new();
+            let mut model: VecDeque<(OpPtr, Access)> = VecDeque::new();
+            let mut next = 0;
+            let (mut drained, mut longest) = (0, 0);
+            for step in 0..1000 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // Inline at first (short queues only), then phases that
+                // grow the queue and phases that drain it.
+                let bias = match step {
+                    0..=199 => 2,
+                    _ if (step / 50) % 2 == 0 => 4,
+                    _ => 1,
+                };
+                let push = (seed >> 33) % 5 < bias && model.len() < ptrs.len() - 1;
+                if model.is_empty() {
+                    drained += 1;
+                }
+                longest = longest.max(model.len());
+                if push && (step >= 200 || model.len() < HEAD) {
+                    let op = ptrs[next % ptrs.len()];
+                    let a = access(next);
+                    next += 1;
+                    q.push_back(op, a);
+                    model.push_back((op, a));
+                } else {
+                    assert_eq!(q.pop_front(), model.pop_front());
+                }
+                if step == 199 {
+                    assert!(
+                        matches!(q, OpQueue::Inline(_)),
+                        "seed {seed}: spilled early"
+                    );
+                }
+                assert_eq!(q.is_empty(), model.is_empty());
+                assert_eq!(q.front(), model.front().copied());
+                assert!(q.iter().eq(model.iter().copied()));
             }
-            longest = longest.max(model.len());
-            if push && model.len() < ptrs.len() - 1 {
-                let op = ptrs[next % ptrs.len()];
-                let a = access(next);
-                next += 1;
-                q.push_back(op, a);
-                model.push_back((op, a));
-            } else {
-                assert_eq!(q.pop_front(), model.pop_front());
+            assert!(drained > 10, "the queue drained only {drained} times");
+            assert!(longest > 4 * HEAD, "the queue grew to {longest} ops only");
+            assert!(matches!(q, OpQueue::Deque(_)));
+            while let Some(x) = model.pop_front() {
+                assert_eq!(q.pop_front(), Some(x));
             }
-            assert_eq!(q.is_empty(), model.is_empty());
-            assert_eq!(q.front(), model.front().copied());
-            assert!(q.iter().eq(model.iter().copied()));
+            assert!(q.is_empty());
+            assert_eq!(q.pop_front(), None);
         }
-        assert!(drained > 20, "the queue drained only {drained} times");
-        assert!(longest > 4 * HEAD, "the queue grew to {longest} ops only");
-        while let Some(x) = model.pop_front() {
-            assert_eq!(q.pop_front(), Some(x));
-        }
-        assert!(q.is_empty());
-        assert_eq!(q.pop_front(), None);
     }
 
     #[test]
-    fn a_short_queue_never_allocates_its_rest() {
+    fn a_queue_of_at_most_two_ops_stays_inline() {
         let (_blocks, ptrs) = ops(HEAD);
         let mut q = OpQueue::new();
         for round in 0..10 {
@@ -223,12 +230,16 @@ mod tests {
             }
             while q.pop_front().is_some() {}
         }
-        assert!(q.rest.is_none());
+        assert!(matches!(q, OpQueue::Inline(_)));
     }
 
     #[cfg(not(loom))]
     #[test]
-    fn the_var_lock_and_the_queue_head_share_one_cache_line() {
+    fn the_var_lock_and_the_whole_queue_share_one_cache_line() {
+        // Both forms in 32 bytes (the enum's tag in the deque's capacity),
+        // and the lock, the var's state, the queue and the fast-read
+        // counter in one line.
+        assert_eq!(std::mem::size_of::<OpQueue>(), 32);
         assert!(std::mem::size_of::<super::super::VarHot>() <= 64);
     }
 }
