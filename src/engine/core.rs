@@ -871,8 +871,10 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// reads that are not written (deduplicated) — rule 2. An op with many vars
 /// has each part sorted by var id, which `append_all` locks in.
 fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super::op::VarList<'_>) {
-    // Vars of one engine: equal ids, equal vars.
+    // A many-var op is sorted by id (a load from each var's line); a few
+    // vars are only compared, by address, which needs no load.
     let key = |v: &VarSlot| v.id.id;
+    let addr = |v: &VarSlot| v.var.addr();
     let vars = &mut block.vars;
     writes.for_each(|v| vars.push(VarSlot::new(&v.inner)));
     let large = reads.len() + writes.len() > 16;
@@ -880,7 +882,7 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
         vars.sort_unstable_by_key(key);
         vars.dedup_by_key(|v| key(v));
     } else {
-        dedup_small(vars, 0, key);
+        dedup_small(vars, 0, addr);
     }
     let nwrites = vars.len();
     reads.for_each(|v| vars.push(VarSlot::new(&v.inner)));
@@ -899,14 +901,14 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
             }
         }
     } else {
-        dedup_small(vars, nwrites, key);
+        dedup_small(vars, nwrites, addr);
     }
     block.nwrites = u32::try_from(nwrites).expect("an op writes fewer than 2^32 vars");
 }
 
 /// Removes later duplicates from `v[start..]` of anything already in `v[..i]`
 /// (so reads that are also written go too).
-fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&VarSlot) -> u64) {
+fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&VarSlot) -> usize) {
     let mut i = start.max(1);
     while i < v.len() {
         if v[..i].iter().any(|x| key(x) == key(&v[i])) {

@@ -365,8 +365,9 @@ pub(crate) fn append_all(
     // Var ids are unique within an engine and all vars of an op belong to
     // one engine (checked at push), so they give a total lock order; unlike
     // addresses, the same in every run, which loom's replays rely on.
-    // `fill_vars` already sorts the reads and the writes of a many-var op by
-    // id, so the sort below only merges two sorted runs.
+    // `fill_vars` already sorts the reads and the writes of an op with more
+    // than 16 vars by id, so for those the sort below only merges two
+    // sorted runs.
     let mut order: smallvec::SmallVec<[(u64, bool, usize); APPEND_INLINE]> = reads
         .iter()
         .enumerate()
