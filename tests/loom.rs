@@ -253,6 +253,42 @@ fn a_failed_write_is_seen_by_the_op_after_it() {
     });
 }
 
+/// The skip check reads an op's vars only while the engine counts a
+/// failed var. Here one var's failure is taken by a wait while another
+/// var's failure is being recorded: the op behind the second must still
+/// be skipped, whichever order the two take.
+#[test]
+fn taking_one_var_s_failure_does_not_hide_another_s() {
+    model(|| {
+        let engine = naive();
+        let (a, b) = (engine.new_var(), engine.new_var());
+        let slot_a = parked_write(&engine, &a);
+        let slot_b = parked_write(&engine, &b);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        engine
+            .push(OpDesc::new("after b").reads(&b), move |_| {
+                r.store(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        slot_a
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap()
+            .fail(depengine::OpError::msg("a lost"));
+        let t = thread::spawn(move || {
+            let done = slot_b.lock().unwrap().take().unwrap();
+            done.fail(depengine::OpError::msg("b lost"));
+        });
+        assert!(engine.wait_for_var(&a).is_err());
+        t.join().unwrap();
+        assert!(engine.wait_for_all().is_err());
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "skipped after b's failure");
+    });
+}
+
 #[test]
 fn a_completion_racing_the_body_completes_the_op_once_after_the_body() {
     model(|| {

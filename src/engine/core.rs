@@ -40,7 +40,7 @@ use super::op::{
 };
 use super::ready::ReadyList;
 use super::signal::Signal;
-use super::var::{append_all, Var, VarId, VarInner, VarSlot};
+use super::var::{append_all, FailedVars, Var, VarId, VarInner, VarSlot};
 use super::EngineConfig;
 
 engine_thread_local! {
@@ -118,6 +118,9 @@ pub(crate) struct Core {
     idle_cv: Condvar,
     shut_down: AtomicBool,
     failures: Mutex<Vec<LogEntry>>,
+    /// Read before every op: the skip check reads the op's vars only
+    /// while some var carries a failure.
+    failed_vars: FailedVars,
     vars: Mutex<Vec<Weak<VarInner>>>,
     blocks: BlockPool,
     executor: once_cell::sync::OnceCell<Executor>,
@@ -138,6 +141,7 @@ impl Core {
             idle_cv: Condvar::new(),
             shut_down: AtomicBool::new(false),
             failures: Mutex::new(Vec::new()),
+            failed_vars: FailedVars::new(),
             vars: Mutex::new(Vec::new()),
             blocks: BlockPool::new(),
             executor: once_cell::sync::OnceCell::new(),
@@ -409,8 +413,30 @@ impl Core {
             );
             return self.complete(op, outcome);
         }
+        // The completion after the body locks vars and writes versions.
+        // When the pusher runs far ahead it appended the op long ago, and
+        // those lines have often left this core's caches: ask for them
+        // now, so that the misses overlap the body instead of following
+        // it. (The skip check below reads the vars' lines only while some
+        // var carries a failure, which is what leaves the body room to
+        // hide them.) A completion that will not lock a var (a write
+        // inside a run, a fast read) leaves that var's lock line alone:
+        // in a chain the pusher is appending there, and taking the line
+        // early would only make it cross between the two cores once more.
+        for v in b.writes() {
+            // SAFETY: this thread owns the op: its slots' words were
+            // written before it was granted and do not change until it
+            // completes.
+            let locks = unsafe { v.run_next() }.is_none();
+            v.prefetch_for_completion(locks, true);
+        }
+        for v in b.reads() {
+            // SAFETY: as above.
+            let fast = unsafe { v.is_fast_read() };
+            v.prefetch_for_completion(!fast, fast);
+        }
         let mut skip = None;
-        if !b.property.never_skipped() {
+        if !b.property.never_skipped() && !self.failed_vars.none() {
             skip = b.vars.iter().find_map(|v| v.failure());
         }
         if let Some(f) = skip {
@@ -527,7 +553,13 @@ impl Core {
         for v in b.writes() {
             // SAFETY: as above.
             let run_next = unsafe { v.run_next() };
-            if v.complete_write(run_next, failure.as_ref(), b.bump_version, &mut ready) {
+            if v.complete_write(
+                run_next,
+                failure.as_ref(),
+                &self.failed_vars,
+                b.bump_version,
+                &mut ready,
+            ) {
                 // SAFETY: as above.
                 unsafe { v.var.release_self_ref() };
             }
@@ -637,7 +669,7 @@ impl Core {
             self.push(desc, Body::Empty, Some(signal.clone()), true)?;
             let _ = signal.wait();
         }
-        match var.inner.take_failure() {
+        match var.inner.take_failure(&self.failed_vars) {
             None => Ok(()),
             Some(f) => {
                 self.mark_reported(&f);
@@ -782,7 +814,7 @@ impl Core {
         let mut others = 0;
         for e in entries {
             for v in &e.tainted {
-                v.clear_failure_if(&e.failure);
+                v.clear_failure_if(&e.failure, &self.failed_vars);
             }
             if !e.reported {
                 if first.is_none() {
@@ -927,6 +959,60 @@ fn dedup_from(v: &mut VarVec, start: usize, same: impl Fn(&VarSlot, &VarSlot) ->
             v.remove(i);
         } else {
             i += 1;
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod failure_count_tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use crate::{Engine, EngineKind, OpDesc, OpError};
+
+    /// The skip check reads an op's vars only while the engine's count of
+    /// failed vars is above zero: the count must follow every way a var
+    /// gains or loses a failure, or ops would run after a failure (count
+    /// too low) or the check would never get cheap again (too high).
+    #[test]
+    fn the_failed_var_count_follows_failures_and_the_waits_that_report_them() {
+        for kind in [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice] {
+            let engine = Engine::builder().kind(kind).cpu_workers(2).build().unwrap();
+            let count = || engine.core().failed_vars.count();
+            let (a, b, c) = (engine.new_var(), engine.new_var(), engine.new_var());
+            let ran = Arc::new(AtomicUsize::new(0));
+            let run = |desc: OpDesc<'_>| {
+                let r = ran.clone();
+                engine
+                    .push(desc, move |_| {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    })
+                    .unwrap();
+            };
+            run(OpDesc::new("clean").writes(&a));
+            engine.wait_for_all().unwrap();
+            assert_eq!(count(), 0, "{kind:?}");
+            engine
+                .push(OpDesc::new("fails").writes(&a), |_| {
+                    Err(OpError::msg("lost"))
+                })
+                .unwrap();
+            // Skipped, and passes the failure on to b.
+            run(OpDesc::new("skipped").reads(&a).writes(&b));
+            engine.wait_for_var(&b).unwrap_err();
+            assert_eq!(count(), 1, "{kind:?}: a still carries it, b's was taken");
+            // A var without a failure runs while another var carries one.
+            run(OpDesc::new("elsewhere").writes(&c));
+            engine.wait_for_var(&c).unwrap();
+            assert_eq!(ran.load(Ordering::SeqCst), 2, "{kind:?}");
+            run(OpDesc::new("skipped too").reads(&a));
+            engine.wait_for_all().unwrap();
+            assert_eq!(ran.load(Ordering::SeqCst), 2, "{kind:?}");
+            assert_eq!(count(), 0, "{kind:?}: wait_for_all left every var clean");
+            run(OpDesc::new("runs again").reads(&a).writes(&b));
+            engine.wait_for_all().unwrap();
+            assert_eq!(ran.load(Ordering::SeqCst), 3, "{kind:?}");
         }
     }
 }

@@ -465,48 +465,20 @@ pub(crate) enum Intent {
 /// cache: a block usually lies in another core's cache when it is needed.
 #[inline]
 pub(crate) fn prefetch_block(block: *const OpBlock, intent: Intent) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let p = block as *const i8;
-        // Miri runs no inline assembly; the read prefetch below is a no-op there.
-        if matches!(intent, Intent::Write) && !cfg!(miri) && has_prefetchw() {
-            // PREFETCHW fetches the lines for writing, so that the pusher's
-            // stores into a recycled block do not each wait for the core
-            // that completed it to give the line up. (`_MM_HINT_ET0` would
-            // say the same, but without the `prfchw` target feature, which
-            // is not stable, LLVM emits a plain read prefetch for it.)
-            // SAFETY: the CPU has PREFETCHW (CPUID, checked just above); a
-            // prefetch never faults and leaves memory as it is, and `p` and
-            // `p + 64` lie inside the block.
-            unsafe {
-                std::arch::asm!(
-                    "prefetchw byte ptr [{a}]",
-                    "prefetchw byte ptr [{a} + 64]",
-                    a = in(reg) p,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-            return;
+    let p = block as *const u8;
+    match intent {
+        // For writing, so that the pusher's stores into a recycled block
+        // do not each wait for the core that completed it to give the
+        // line up.
+        Intent::Write => {
+            super::prefetch::line_for_write(p);
+            super::prefetch::line_for_write(p.wrapping_add(64));
         }
-        super::prefetch::line(p);
-        super::prefetch::line(p.wrapping_add(64));
+        Intent::Read => {
+            super::prefetch::line(p);
+            super::prefetch::line(p.wrapping_add(64));
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (block, intent);
-}
-
-/// Whether the CPU has PREFETCHW (CPUID leaf 0x8000_0001, ECX bit 8), asked
-/// once.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-fn has_prefetchw() -> bool {
-    use crate::sync::unmodelled::OnceCell;
-    static HAS: OnceCell<bool> = OnceCell::new();
-    *HAS.get_or_init(|| {
-        use std::arch::x86_64::__cpuid;
-        // The extended leaf is read only when the CPU reports it.
-        __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
-    })
 }
 
 /// A pointer to a live op block, passed between threads through var queues

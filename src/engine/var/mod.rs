@@ -54,7 +54,9 @@ mod slot;
 
 use std::fmt;
 
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{
+    Arc, AtomicBool, AtomicU64, AtomicUsize, CachePadded, Mutex, MutexGuard, Ordering,
+};
 
 use super::error::Failure;
 use super::op::OpPtr;
@@ -257,6 +259,19 @@ impl VarInner {
         crate::engine::prefetch::line(&self.id);
     }
 
+    /// Starts fetching, for writing, the lines an op's completion will
+    /// touch: the lock's (`lock`) and the completions' own (`done`:
+    /// version, fast-read drain). A hint only.
+    #[inline]
+    pub(crate) fn prefetch_for_completion(&self, lock: bool, done: bool) {
+        if lock {
+            crate::engine::prefetch::line_for_write(&*self.hot);
+        }
+        if done {
+            crate::engine::prefetch::line_for_write(&*self.done);
+        }
+    }
+
     pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Self {
         VarInner {
             hot: Line(VarHot {
@@ -293,9 +308,10 @@ impl VarInner {
 
     /// Records `f` unless the var already carries a failure. Called before
     /// the op after the failed one is granted, so that op sees it.
-    fn record_failure(&self, f: &Arc<Failure>) {
+    fn record_failure(&self, f: &Arc<Failure>, failed_vars: &FailedVars) {
         let mut g = self.done.failure.lock();
         if g.is_none() {
+            failed_vars.add();
             *g = Some(f.clone());
             self.done.failed.store(true, Ordering::Release);
         }
@@ -310,22 +326,76 @@ impl VarInner {
     }
 
     /// Takes the var's failure (it has been reported): the var is clean again.
-    pub(crate) fn take_failure(&self) -> Option<Arc<Failure>> {
+    pub(crate) fn take_failure(&self, failed_vars: &FailedVars) -> Option<Arc<Failure>> {
         if !self.done.failed.load(Ordering::Acquire) {
             return None;
         }
         let mut g = self.done.failure.lock();
         self.done.failed.store(false, Ordering::Release);
-        g.take()
+        let taken = g.take();
+        if taken.is_some() {
+            failed_vars.remove();
+        }
+        taken
     }
 
     /// Clears the failure if it is `failure` (reported by `wait_for_all`).
-    pub(crate) fn clear_failure_if(&self, failure: &Arc<Failure>) {
+    pub(crate) fn clear_failure_if(&self, failure: &Arc<Failure>, failed_vars: &FailedVars) {
         let mut g = self.done.failure.lock();
         if g.as_ref().is_some_and(|f| Arc::ptr_eq(f, failure)) {
             *g = None;
             self.done.failed.store(false, Ordering::Release);
+            failed_vars.remove();
         }
+    }
+}
+
+/// How many vars of one engine carry a failure (rule 5).
+///
+/// Before it runs an op, a worker must know whether a var of the op carries
+/// a failure. Reading each var's flag costs a cache miss per var when the
+/// op's vars were last touched elsewhere, and it comes before the body, so
+/// nothing hides it. This count is written only when a var gains or loses
+/// a failure, so it stays in every core's cache; while it is zero no var
+/// needs to be read.
+///
+/// Why a zero read is the truth for the op that reads it: a var's failure
+/// is counted (under the var's failure lock) before its flag is set, by the
+/// same thread. Whatever makes the flag visible to an op granted later
+/// (the var's lock, the op's wait counter, the queue that hands it to a
+/// worker: release/acquire all along) makes the increment visible too: it
+/// happens-before the op's load, which therefore reads that increment or
+/// a later value. Each var's decrement follows its own increment (same
+/// lock), so a later zero means that var's failure was cleared too, and
+/// the op would have found its flag clear as well.
+pub(crate) struct FailedVars(CachePadded<AtomicUsize>);
+
+impl FailedVars {
+    pub(crate) fn new() -> Self {
+        FailedVars(CachePadded::new(AtomicUsize::new(0)))
+    }
+
+    /// True when no var of the engine carries a failure that the calling
+    /// op could have been granted after (see the type's docs).
+    #[inline]
+    pub(crate) fn none(&self) -> bool {
+        // Relaxed: the happens-before argument above needs only coherence.
+        self.0.load(Ordering::Relaxed) == 0
+    }
+
+    fn add(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn remove(&self) {
+        let before = self.0.fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(before > 0, "more failures cleared than recorded");
+    }
+
+    /// The count itself, for tests.
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
     }
 }
 
@@ -460,6 +530,50 @@ mod layout_tests {
         assert_eq!(line(done), line(done_end));
         assert!(line(state_end) < line(done));
         assert!(line(done_end) < line(cold));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod failure_count_tests {
+    use super::*;
+    use crate::engine::error::FailureKind;
+
+    fn failure(message: &str) -> Arc<Failure> {
+        Arc::new(Failure {
+            op: "op".into(),
+            op_seq: 0,
+            kind: FailureKind::Error,
+            message: message.into(),
+        })
+    }
+
+    #[test]
+    fn a_var_is_counted_once_while_it_carries_a_failure() {
+        let count = FailedVars::new();
+        let a = VarInner::new(VarId { engine: 1, id: 0 }, None);
+        let b = VarInner::new(VarId { engine: 1, id: 1 }, None);
+        let (f1, f2) = (failure("one"), failure("two"));
+        assert!(count.none());
+        a.record_failure(&f1, &count);
+        assert_eq!(count.count(), 1);
+        // A var keeps its first failure; a second one is not counted again.
+        a.record_failure(&f2, &count);
+        assert_eq!(count.count(), 1);
+        b.record_failure(&f2, &count);
+        assert_eq!(count.count(), 2);
+        // Clearing another failure than the one the var carries changes nothing.
+        a.clear_failure_if(&f2, &count);
+        assert_eq!(count.count(), 2);
+        a.clear_failure_if(&f1, &count);
+        assert_eq!(count.count(), 1);
+        assert!(a.failure().is_none());
+        a.clear_failure_if(&f1, &count);
+        assert_eq!(count.count(), 1);
+        assert!(!count.none(), "b still carries its failure");
+        assert!(Arc::ptr_eq(&b.take_failure(&count).unwrap(), &f2));
+        assert!(count.none());
+        assert!(b.take_failure(&count).is_none());
+        assert!(count.none());
     }
 }
 

@@ -6,7 +6,7 @@ use crate::sync::{Arc, MutexGuard, Ordering};
 use super::super::error::Failure;
 use super::super::op::{prefetch_block, Intent, OpPtr};
 use super::super::ready::ReadyList;
-use super::{grant, Access, Appended, VarInner, VarSlot, VarState};
+use super::{grant, Access, Appended, FailedVars, VarInner, VarSlot, VarState};
 
 /// The ops of a run, in push order.
 type Run = smallvec::SmallVec<[OpPtr; MAX_RUN]>;
@@ -209,6 +209,7 @@ impl VarInner {
         &self,
         run_next: Option<OpPtr>,
         failure: Option<&Arc<Failure>>,
+        failed_vars: &FailedVars,
         bump_version: bool,
         ready: &mut ReadyList,
     ) -> bool {
@@ -217,7 +218,7 @@ impl VarInner {
                 self.bump_version();
             }
             if let Some(f) = failure {
-                self.record_failure(f);
+                self.record_failure(f, failed_vars);
             }
             grant(next, ready);
             return false;
@@ -233,7 +234,7 @@ impl VarInner {
             self.bump_version();
         }
         if let Some(f) = failure {
-            self.record_failure(f);
+            self.record_failure(f, failed_vars);
         }
         let mut run = Run::new();
         match s.queue.front() {
