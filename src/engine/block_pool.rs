@@ -8,6 +8,12 @@
 //! batch. A thread that both pushes and completes (the naive executor) reuses
 //! its own blocks without touching the shared list at all.
 //!
+//! The shared list keeps at most `EngineBuilder::pooled_op_blocks` blocks;
+//! a full batch beyond that is freed by the thread that completed its ops.
+//! The limit is high by default: a pusher far ahead of its workers (a
+//! million ops pending) would otherwise allocate a block per push while the
+//! workers free one per completion, both on the hot path.
+//!
 //! The per-thread cache holds plain reset blocks, which carry nothing of the
 //! engine that used them, so it is shared by every engine a thread touches;
 //! the shared batch list belongs to one engine. Under loom blocks are simply
@@ -18,9 +24,6 @@ use super::op::OpBlock;
 /// Blocks moved between a thread's cache and the shared list at once.
 #[cfg(not(loom))]
 const BATCH: usize = 64;
-/// Batches kept in the shared list; beyond that, blocks are freed.
-#[cfg(not(loom))]
-const MAX_BATCHES: usize = 1024;
 
 #[cfg(not(loom))]
 // Blocks are boxed on purpose: var queues hold pointers to them, so a block
@@ -29,7 +32,7 @@ const MAX_BATCHES: usize = 1024;
 mod imp {
     use std::cell::RefCell;
 
-    use super::{OpBlock, BATCH, MAX_BATCHES};
+    use super::{OpBlock, BATCH};
     use crate::engine::op::{prefetch_block, Intent};
 
     use crate::sync::Mutex;
@@ -50,13 +53,24 @@ mod imp {
 
     pub(crate) struct BlockPool {
         batches: Mutex<Vec<Vec<Box<OpBlock>>>>,
+        /// Batches kept in the shared list; beyond that, blocks are freed.
+        max_batches: usize,
     }
 
     impl BlockPool {
-        pub(crate) fn new() -> Self {
+        /// A pool that keeps at most `max_blocks` blocks in its shared
+        /// list (`EngineBuilder::pooled_op_blocks`), in whole batches.
+        pub(crate) fn new(max_blocks: usize) -> Self {
             BlockPool {
                 batches: Mutex::new(Vec::new()),
+                max_batches: max_blocks / BATCH,
             }
+        }
+
+        /// Blocks in the shared list, for tests.
+        #[cfg(test)]
+        pub(crate) fn shared_blocks(&self) -> usize {
+            self.batches.lock().iter().map(Vec::len).sum()
         }
 
         /// A reset block, recycled when one is at hand.
@@ -98,7 +112,7 @@ mod imp {
                 if c.give.len() >= BATCH {
                     let full = std::mem::replace(&mut c.give, Vec::with_capacity(BATCH));
                     let mut batches = self.batches.lock();
-                    if batches.len() < MAX_BATCHES {
+                    if batches.len() < self.max_batches {
                         batches.push(full);
                     }
                 }
@@ -114,7 +128,7 @@ mod imp {
     pub(crate) struct BlockPool;
 
     impl BlockPool {
-        pub(crate) fn new() -> Self {
+        pub(crate) fn new(_max_blocks: usize) -> Self {
             BlockPool
         }
         pub(crate) fn take(&self) -> Box<OpBlock> {
@@ -127,3 +141,48 @@ mod imp {
 }
 
 pub(crate) use imp::BlockPool;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Gives `n` fresh blocks back from a thread of its own, whose cache
+    /// starts empty and hands full batches to the shared list.
+    fn give_from_a_new_thread(pool: &BlockPool, n: usize) {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..n {
+                    pool.give(Box::new(OpBlock::empty()));
+                }
+            });
+        });
+    }
+
+    #[test]
+    fn the_shared_list_keeps_whole_batches_up_to_the_limit() {
+        let pool = BlockPool::new(2 * BATCH + BATCH / 2);
+        give_from_a_new_thread(&pool, 5 * BATCH + 3);
+        assert_eq!(pool.shared_blocks(), 2 * BATCH);
+    }
+
+    #[test]
+    fn a_limit_below_one_batch_keeps_none_in_the_shared_list() {
+        let pool = BlockPool::new(BATCH - 1);
+        give_from_a_new_thread(&pool, 3 * BATCH);
+        assert_eq!(pool.shared_blocks(), 0);
+    }
+
+    #[test]
+    fn a_push_takes_back_a_batch_a_completion_kept() {
+        let pool = BlockPool::new(4 * BATCH);
+        give_from_a_new_thread(&pool, 2 * BATCH);
+        assert_eq!(pool.shared_blocks(), 2 * BATCH);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let b = pool.take();
+                assert!(b.vars.is_empty());
+            });
+        });
+        assert_eq!(pool.shared_blocks(), BATCH, "one batch went to the taker");
+    }
+}

@@ -54,7 +54,11 @@ pub(crate) struct EngineConfig {
     pub(crate) gpus: u32,
     pub(crate) wait_helps: bool,
     pub(crate) push_helps: bool,
+    pub(crate) pooled_op_blocks: usize,
 }
+
+/// Default of [`EngineBuilder::pooled_op_blocks`].
+pub const DEFAULT_POOLED_OP_BLOCKS: usize = 1 << 20;
 
 /// Builds an [`Engine`]. Counts left at 0 mean "from the environment or the
 /// default".
@@ -83,6 +87,7 @@ pub struct EngineBuilder {
     gpus: u32,
     wait_helps: bool,
     push_helps: bool,
+    pooled_op_blocks: Option<usize>,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -220,6 +225,44 @@ impl EngineBuilder {
         self
     }
 
+    /// Most op blocks the engine keeps for reuse once their ops have
+    /// completed (default [`DEFAULT_POOLED_OP_BLOCKS`], 1,048,576); beyond
+    /// that, the blocks of completed ops are freed.
+    ///
+    /// Every pushed op takes a block (about 200 bytes) until it completes.
+    /// A push reuses the block of a completed op when one is kept, and
+    /// allocates otherwise; a completion keeps its block for a later push,
+    /// or frees it. When one thread pushes far ahead of the workers, say a
+    /// million ops before the first has run, every push allocates and
+    /// every completion frees, on the threads that run the ops. Keeping
+    /// the blocks spares the next burst of that size both: on the 2-core
+    /// sandbox, a 1000 × 1000 `wavefront` with 1 µs bodies and 2 workers
+    /// took 842 ns per op against 973 with a limit of 65,536, the earlier
+    /// default (BENCHMARKS.md, "Op blocks kept for reuse").
+    ///
+    /// The engine never keeps more blocks than it once had pending at the
+    /// same time, so the default costs memory only after such a burst:
+    /// at most about 256 MB, after a million ops were pending at once. Set
+    /// a lower limit to give that memory back instead (it is counted in
+    /// whole batches of 64 blocks; each thread that pushes or completes
+    /// ops also keeps up to 128 in a cache of its own).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().pooled_op_blocks(4096).build().unwrap();
+    /// let vars: Vec<_> = (0..10_000).map(|_| engine.new_var()).collect();
+    /// for v in &vars {
+    ///     engine.push(OpDesc::new("fill").writes(v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// ```
+    pub fn pooled_op_blocks(mut self, n: usize) -> Self {
+        self.pooled_op_blocks = Some(n);
+        self
+    }
+
     /// Fills the settings still unset from the process environment.
     ///
     /// # Errors
@@ -314,6 +357,7 @@ impl EngineBuilder {
             gpus: self.gpus,
             wait_helps: self.wait_helps,
             push_helps: self.push_helps,
+            pooled_op_blocks: self.pooled_op_blocks.unwrap_or(DEFAULT_POOLED_OP_BLOCKS),
         })
     }
 

@@ -143,7 +143,7 @@ impl Core {
             failures: Mutex::new(Vec::new()),
             failed_vars: FailedVars::new(),
             vars: Mutex::new(Vec::new()),
-            blocks: BlockPool::new(),
+            blocks: BlockPool::new(config.pooled_op_blocks),
             executor: once_cell::sync::OnceCell::new(),
         });
         let executor = Executor::start(&core)?;

@@ -66,6 +66,11 @@ pub(crate) struct BenchArgs {
     /// order between threads). The line's system gets `-pushers<N>`.
     #[arg(long, default_value_t = 1, conflicts_with_all = ["dump_trace", "ideal", "batch"])]
     pushers: usize,
+    /// Most op blocks the engine keeps for reuse
+    /// (`EngineBuilder::pooled_op_blocks`; default: the library's,
+    /// 1,048,576). Given, the line's system gets `-pool<N>`.
+    #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
+    pooled_op_blocks: Option<usize>,
     /// Print what an engine with no overhead would do on `--workers`
     /// workers (list scheduling of the inferred graph, bodies only) as a
     /// line of system `ideal`, and exit: the yardstick for `efficiency`.
@@ -127,12 +132,15 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.ideal {
         return print_ideal(&args, &spec);
     }
-    let engine = Engine::builder()
+    let mut builder = Engine::builder()
         .kind(args.engine)
         .cpu_workers(args.workers)
         .help_while_waiting(args.help_wait)
-        .help_while_pushing(args.help_push)
-        .build()?;
+        .help_while_pushing(args.help_push);
+    if let Some(n) = args.pooled_op_blocks {
+        builder = builder.pooled_op_blocks(n);
+    }
+    let engine = builder.build()?;
     // The naive executor runs every op on the thread that makes it ready:
     // the pushing thread is its one worker.
     let workers: usize = match engine.pools().first() {
@@ -152,6 +160,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.pushers > 1 {
         system += &format!("-pushers{}", args.pushers);
+    }
+    if let Some(n) = args.pooled_op_blocks {
+        system += &format!("-pool{n}");
     }
 
     let mut ns = Vec::with_capacity(args.runs);
