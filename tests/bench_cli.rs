@@ -198,3 +198,26 @@ fn helping_pushes_name_their_system_and_need_a_helping_wait() {
     let err = refused(&["--ops", "10", "--help-push"]);
     assert!(err.contains("--help-wait"), "{err}");
 }
+
+#[test]
+fn a_pool_limit_names_its_system() {
+    // 64 blocks kept at most while 4,900 ops are pushed: most blocks of
+    // completed ops are freed (`tests/engine_basic.rs` checks the ops' effects
+    // under such limits).
+    let line = result_line(&[
+        "--workload",
+        "wavefront",
+        "--n",
+        "70",
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        "--pooled-op-blocks",
+        "64",
+    ]);
+    assert_eq!(field(&line, "system"), "depengine-per-device-pool64");
+    assert_eq!(field(&line, "ops"), "4900");
+    refused(&["--workload", "indep", "--pooled-op-blocks", "-1"]);
+    refused(&["--workload", "indep", "--pooled-op-blocks", "8", "--ideal"]);
+}

@@ -408,3 +408,49 @@ fn copy_and_gpu_ops_run_on_their_pools() {
     assert!(names[2].starts_with("depengine-cpu-"), "{names:?}");
     assert!(names[3].starts_with("depengine-cpu-priority-"), "{names:?}");
 }
+
+/// Blocks of completed ops are kept for reuse up to
+/// `EngineBuilder::pooled_op_blocks` and freed beyond it: either way each
+/// op is run once, in order, with its own vars. A limit of 0 frees nearly
+/// every block, 64 keeps one batch, and the default keeps them all here.
+#[test]
+fn ops_run_the_same_under_every_op_block_limit() {
+    for limit in [Some(0), Some(64), None] {
+        for kind in [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice] {
+            let mut builder = Engine::builder().kind(kind).cpu_workers(2);
+            if let Some(n) = limit {
+                builder = builder.pooled_op_blocks(n);
+            }
+            let engine = builder.build().unwrap();
+            let vars: Vec<_> = (0..64).map(|_| engine.new_var()).collect();
+            let logs: Vec<_> = (0..64).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
+            // Three rounds of 3,000 ops: the blocks of a round's ops come
+            // back to the pool (or are freed) before the next round takes
+            // blocks again.
+            for round in 0..3 {
+                for i in 0..3000usize {
+                    let k = (i * 7 + round) % 64;
+                    let log = logs[k].clone();
+                    let src = &vars[(k + 1) % 64];
+                    engine
+                        .push(OpDesc::new("step").reads(src).writes(&vars[k]), move |_| {
+                            log.lock().unwrap().push((round, i));
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+                engine.wait_for_all().unwrap();
+            }
+            let total: usize = logs.iter().map(|l| l.lock().unwrap().len()).sum();
+            assert_eq!(total, 9000, "{limit:?} {kind:?}");
+            for (k, log) in logs.iter().enumerate() {
+                let log = log.lock().unwrap();
+                assert_eq!(vars[k].version(), log.len() as u64, "{limit:?} {kind:?}");
+                assert!(
+                    log.windows(2).all(|w| w[0] < w[1]),
+                    "{limit:?} {kind:?}: var {k} written out of push order"
+                );
+            }
+        }
+    }
+}
