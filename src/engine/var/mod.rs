@@ -368,6 +368,13 @@ impl VarInner {
 /// a later value. Each var's decrement follows its own increment (same
 /// lock), so a later zero means that var's failure was cleared too, and
 /// the op would have found its flag clear as well.
+///
+/// A var whose failure no wait will clear keeps the count above zero for
+/// the engine's life: a skipped op can pass a failure on after
+/// `wait_for_all` has taken that failure's log entry, and if nobody then
+/// waits for the var, its flag stays set. Every op then reads its vars'
+/// flags, as before the count existed, which costs time and never
+/// correctness.
 pub(crate) struct FailedVars(CachePadded<AtomicUsize>);
 
 impl FailedVars {
