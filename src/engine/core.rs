@@ -427,13 +427,18 @@ impl Core {
             // SAFETY: this thread owns the op: its slots' words were
             // written before it was granted and do not change until it
             // completes.
-            let locks = unsafe { v.run_next() }.is_none();
-            v.prefetch_for_completion(locks, true);
+            if unsafe { v.run_next() }.is_none() {
+                v.prefetch_lock_line();
+            }
+            v.prefetch_done_line();
         }
         for v in b.reads() {
             // SAFETY: as above.
-            let fast = unsafe { v.is_fast_read() };
-            v.prefetch_for_completion(!fast, fast);
+            if unsafe { v.is_fast_read() } {
+                v.prefetch_done_line();
+            } else {
+                v.prefetch_lock_line();
+            }
         }
         let mut skip = None;
         if !b.property.never_skipped() && !self.failed_vars.none() {

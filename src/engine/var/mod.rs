@@ -259,17 +259,19 @@ impl VarInner {
         crate::engine::prefetch::line(&self.id);
     }
 
-    /// Starts fetching, for writing, the lines an op's completion will
-    /// touch: the lock's (`lock`) and the completions' own (`done`:
-    /// version, fast-read drain). A hint only.
+    /// Starts fetching the lock's line for writing, ahead of a completion
+    /// that will lock the var. A hint only.
     #[inline]
-    pub(crate) fn prefetch_for_completion(&self, lock: bool, done: bool) {
-        if lock {
-            crate::engine::prefetch::line_for_write(&*self.hot);
-        }
-        if done {
-            crate::engine::prefetch::line_for_write(&*self.done);
-        }
+    pub(crate) fn prefetch_lock_line(&self) {
+        crate::engine::prefetch::line_for_write(&*self.hot);
+    }
+
+    /// Starts fetching the completions' own line (version, fast-read
+    /// drain) for writing, ahead of a completion that writes it. A hint
+    /// only.
+    #[inline]
+    pub(crate) fn prefetch_done_line(&self) {
+        crate::engine::prefetch::line_for_write(&*self.done);
     }
 
     pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Self {
