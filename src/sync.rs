@@ -167,6 +167,14 @@ pub(crate) mod thread {
 
 /// `thread_local!` that loom can model (each loom thread gets its own value).
 macro_rules! engine_thread_local {
+    // A constant initializer: std's thread-locals then skip the
+    // first-use check on every access (loom's take the plain form).
+    ($(#[$attr:meta])* static $name:ident: $t:ty = const $init:block;) => {
+        #[cfg(not(loom))]
+        std::thread_local! { $(#[$attr])* static $name: $t = const $init; }
+        #[cfg(loom)]
+        loom::thread_local! { $(#[$attr])* static $name: $t = $init; }
+    };
     ($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;) => {
         #[cfg(not(loom))]
         std::thread_local! { $(#[$attr])* static $name: $t = $init; }

@@ -37,14 +37,18 @@ mod imp {
 
     use crate::sync::Mutex;
 
-    #[derive(Default)]
     struct LocalCache {
         take: Vec<Box<OpBlock>>,
         give: Vec<Box<OpBlock>>,
     }
 
     std::thread_local! {
-        static CACHE: RefCell<LocalCache> = RefCell::new(LocalCache::default());
+        static CACHE: RefCell<LocalCache> = const {
+            RefCell::new(LocalCache {
+                take: Vec::new(),
+                give: Vec::new(),
+            })
+        };
     }
 
     /// How many pushes ahead a recycled block is prefetched: enough for

@@ -45,13 +45,13 @@ use super::EngineConfig;
 
 engine_thread_local! {
     /// Id of the engine whose op body runs on this thread right now (0: none).
-    static CURRENT_ENGINE: Cell<u64> = Cell::new(0);
+    static CURRENT_ENGINE: Cell<u64> = const { Cell::new(0) };
 }
 
 engine_thread_local! {
     /// Ids of the engines on which this thread has a batch open, innermost
     /// last (batches nest, on one engine or several).
-    static BATCH_ENGINES: std::cell::RefCell<Vec<u64>> = std::cell::RefCell::new(Vec::new());
+    static BATCH_ENGINES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Engine ids start at 1 so that 0 can mean "no engine".

@@ -14,10 +14,10 @@ use super::super::core::Core;
 use super::super::op::OpPtr;
 
 engine_thread_local! {
-    static DRAINING: Cell<bool> = Cell::new(false);
+    static DRAINING: Cell<bool> = const { Cell::new(false) };
 }
 engine_thread_local! {
-    static QUEUE: RefCell<VecDeque<(OpPtr, *const Core)>> = RefCell::new(VecDeque::new());
+    static QUEUE: RefCell<VecDeque<(OpPtr, *const Core)>> = const { RefCell::new(VecDeque::new()) };
 }
 
 /// Runs `op` (and whatever it makes ready inline) on this thread.
