@@ -257,3 +257,100 @@ fn a_push_from_an_op_the_pusher_runs_does_not_help_again() {
         "an op ran inside another"
     );
 }
+
+/// Pushes a chain of `n` ops on one new var, each checking that it runs
+/// in push order and counting itself when it runs on this thread; returns
+/// that count and the var.
+fn push_chain(engine: &Engine, n: usize) -> (Arc<AtomicUsize>, depengine::Var) {
+    let here = std::thread::current().id();
+    let on_pusher = Arc::new(AtomicUsize::new(0));
+    let next = Arc::new(AtomicUsize::new(0));
+    let v = engine.new_var();
+    for i in 0..n {
+        let (on_pusher, next) = (on_pusher.clone(), next.clone());
+        engine
+            .push(OpDesc::new("link").writes(&v), move |ctx| {
+                assert_eq!(next.fetch_add(1, Ordering::SeqCst), i, "out of order");
+                if std::thread::current().id() == here {
+                    assert_eq!(ctx.worker(), None, "a pusher's op is on no worker");
+                    on_pusher.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    (on_pusher, v)
+}
+
+#[test]
+fn pushes_far_ahead_run_a_short_queue_the_busy_worker_cannot() {
+    // A chain queues one op at a time, far below the backlog that makes a
+    // push help; what makes these pushes help is how many ops are pending.
+    let engine = pushing_engine(true);
+    let release = hold_the_worker(&engine);
+    let (on_pusher, v) = push_chain(&engine, 3000);
+    // With the worker held, a push that finds more than the window of
+    // 1,024 pending ops (one worker) runs the chain until half of that is
+    // left; it looks every 64 pushes, so no more than 1,024 + 64 links
+    // (and the held op) can be left for the worker.
+    let ran = on_pusher.load(Ordering::SeqCst);
+    assert!(
+        ran >= 3000 - 1024 - 64,
+        "only {ran} of 3000 links ran on the pushing thread"
+    );
+    release.send(()).unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(v.version(), 3000);
+}
+
+#[test]
+fn pushes_far_ahead_with_nothing_queued_do_not_wait() {
+    // 3000 ops wait for an async op that only this thread completes, after
+    // it has pushed them: a push that waited for the pending ops to drain
+    // would never return.
+    let engine = pushing_engine(true);
+    let gate = engine.new_var();
+    let handle = Arc::new(Mutex::new(None));
+    {
+        let handle = handle.clone();
+        engine
+            .push_async(OpDesc::new("gate").writes(&gate), move |_, done| {
+                *handle.lock().unwrap() = Some(done);
+            })
+            .unwrap();
+    }
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (pushed_tx, pushed_rx) = mpsc::channel();
+    let pusher = {
+        let (engine, gate, ran) = (engine.clone(), gate.clone(), ran.clone());
+        std::thread::spawn(move || {
+            let vars: Vec<_> = (0..3000).map(|_| engine.new_var()).collect();
+            for v in &vars {
+                let ran = ran.clone();
+                engine
+                    .push(OpDesc::new("gated").reads(&gate).writes(v), move |_| {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            pushed_tx.send(()).unwrap();
+            vars
+        })
+    };
+    let returned = pushed_rx.recv_timeout(Duration::from_secs(60));
+    // Complete the gate either way, so that a failing test still ends.
+    let done = loop {
+        if let Some(done) = handle.lock().unwrap().take() {
+            break done;
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "an op ran before its gate");
+    done.done();
+    returned.expect("the pushes waited for ops that could not run yet");
+    let vars = pusher.join().unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 3000);
+    assert!(vars.iter().all(|v| v.version() == 1));
+}

@@ -236,7 +236,7 @@ impl Core {
             && !internal
             && !self.on_own_thread()
         {
-            self.help_with_backlog();
+            self.help_with_backlog(seq);
         }
         Ok(())
     }
@@ -327,21 +327,37 @@ impl Core {
         Ok(seq)
     }
 
-    /// `help_while_pushing`: when the CPU workers have a long backlog, runs
-    /// queued ops on this (pushing) thread until it is half as long.
+    /// `help_while_pushing`: when the CPU workers have a long backlog, or
+    /// the pusher has run far ahead of them, runs queued ops on this
+    /// (pushing) thread until the backlog is half as long and no more than
+    /// half the window is pending.
+    ///
+    /// The window keeps a pusher whose ops become ready a few at a time
+    /// (a wavefront, a fan) close to the running ops: the blocks and var
+    /// lines it writes are then still in cache when the completions grant
+    /// them, instead of having been written hundreds of thousands of ops
+    /// before. It never makes the push wait: with nothing queued the push
+    /// returns, however many ops are pending, so an op that only the
+    /// pushing thread would complete later (an async op) cannot hang it.
     ///
     /// The ops their completions make ready are queued, not run next as a
     /// worker's next slot would: a slot here measured no better on a 1,414²
     /// wavefront with 1 µs bodies, and would keep the pusher running ops
     /// down chains instead of pushing.
-    fn help_with_backlog(&self) {
+    fn help_with_backlog(&self, seq: u64) {
         let Some(pool) = self.executor().helper_pool() else {
             return;
         };
-        if pool.queued_per_worker() <= HELP_PUSH_BACKLOG {
+        let window = HELP_PUSH_WINDOW_PER_WORKER * pool.workers();
+        // The window's check sums the completion counter's shards, lines
+        // the workers write: it runs on fewer pushes than the backlog's.
+        let far_ahead = || self.pending() > window;
+        if pool.queued_per_worker() <= HELP_PUSH_BACKLOG
+            && !(seq % HELP_PUSH_WINDOW_EVERY == 0 && far_ahead())
+        {
             return;
         }
-        while pool.queued_per_worker() > HELP_PUSH_BACKLOG / 2 {
+        while pool.queued_per_worker() > HELP_PUSH_BACKLOG / 2 || self.pending() > window / 2 {
             let Some(op) = pool.take_for_helper() else {
                 return;
             };
@@ -884,6 +900,17 @@ const HELP_PUSH_EVERY: u64 = 16;
 /// helping pusher) gained as much with 16 as with 256, and nothing with
 /// 1,024: what counts is that the backlog stays short.
 const HELP_PUSH_BACKLOG: usize = 64;
+
+/// `help_while_pushing`: pending ops (pushed, not yet completed) per CPU
+/// worker beyond which a push helps even with a short backlog. 256 and
+/// 1024 measured alike, 4096 and 16,384 slower, on a 1000 × 1000
+/// wavefront and `fan` with 1 µs bodies, one worker and the pushing
+/// thread (BENCHMARKS.md, "The pushing thread kept near the running ops").
+const HELP_PUSH_WINDOW_PER_WORKER: usize = 1024;
+
+/// Pushes between two checks of that window (a multiple of
+/// `HELP_PUSH_EVERY`, whose pushes are the only ones that look).
+const HELP_PUSH_WINDOW_EVERY: u64 = 64;
 
 /// Runs a body, turning an error or a panic into an outcome.
 fn run_caught(f: impl FnOnce() -> OpResult) -> Outcome {

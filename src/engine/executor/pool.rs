@@ -122,6 +122,11 @@ impl PoolShared {
         None
     }
 
+    /// Worker threads of the pool.
+    pub(crate) fn workers(&self) -> usize {
+        self.stealers.len()
+    }
+
     /// Ordinary ops waiting in the shared FIFO (not counting those the
     /// workers already moved to their own deques), per worker.
     pub(crate) fn queued_per_worker(&self) -> usize {
