@@ -351,9 +351,8 @@ impl Core {
         let window = HELP_PUSH_WINDOW_PER_WORKER * pool.workers();
         // The window's check sums the completion counter's shards, lines
         // the workers write: it runs on fewer pushes than the backlog's.
-        let far_ahead = || self.pending() > window;
         if pool.queued_per_worker() <= HELP_PUSH_BACKLOG
-            && !(seq % HELP_PUSH_WINDOW_EVERY == 0 && far_ahead())
+            && !(seq % HELP_PUSH_WINDOW_EVERY == 0 && self.pending() > window)
         {
             return;
         }
