@@ -150,6 +150,15 @@ fn pushing_engine(on: bool) -> Engine {
         .unwrap()
 }
 
+/// In an op's body: counts the op in `on_pusher` when it runs on the
+/// pushing thread `here`, which is no worker.
+fn count_if_on(here: ThreadId, on_pusher: &AtomicUsize, ctx: &depengine::OpCtx<'_>) {
+    if std::thread::current().id() == here {
+        assert_eq!(ctx.worker(), None, "a pusher's op is on no worker");
+        on_pusher.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// Pushes `n` independent ops, each counting itself when it runs on this
 /// thread; returns that count and the ops' vars.
 fn push_independent(engine: &Engine, n: usize) -> (Arc<AtomicUsize>, Vec<depengine::Var>) {
@@ -160,10 +169,7 @@ fn push_independent(engine: &Engine, n: usize) -> (Arc<AtomicUsize>, Vec<depengi
         let on_pusher = on_pusher.clone();
         engine
             .push(OpDesc::new("independent").writes(v), move |ctx| {
-                if std::thread::current().id() == here {
-                    assert_eq!(ctx.worker(), None, "a pusher's op is on no worker");
-                    on_pusher.fetch_add(1, Ordering::SeqCst);
-                }
+                count_if_on(here, &on_pusher, ctx);
                 Ok(())
             })
             .unwrap();
@@ -271,10 +277,7 @@ fn push_chain(engine: &Engine, n: usize) -> (Arc<AtomicUsize>, depengine::Var) {
         engine
             .push(OpDesc::new("link").writes(&v), move |ctx| {
                 assert_eq!(next.fetch_add(1, Ordering::SeqCst), i, "out of order");
-                if std::thread::current().id() == here {
-                    assert_eq!(ctx.worker(), None, "a pusher's op is on no worker");
-                    on_pusher.fetch_add(1, Ordering::SeqCst);
-                }
+                count_if_on(here, &on_pusher, ctx);
                 Ok(())
             })
             .unwrap();
