@@ -126,7 +126,7 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
                     r_idx.dedup();
                     let bump = i % 7 == 0;
                     if bump {
-                        expected = expected * 3 + i as u64;
+                        expected = expected.wrapping_mul(3).wrapping_add(i as u64);
                     }
                     let (h, c) = (holders.clone(), counter.clone());
                     let spin = rng.below(50);
@@ -153,7 +153,7 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
                         }
                         if bump {
                             let v = c.load(Ordering::Relaxed);
-                            c.store(v * 3 + i as u64, Ordering::Relaxed);
+                            c.store(v.wrapping_mul(3).wrapping_add(i as u64), Ordering::Relaxed);
                         }
                         for &r in &r_idx {
                             h[r].fetch_sub(1, Ordering::SeqCst);
