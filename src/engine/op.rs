@@ -438,6 +438,17 @@ impl OpBlock {
     }
 
     /// Drops everything the op held; keeps the vectors' capacity for reuse.
+    /// True when the fields a push fills hold nothing that needs a drop
+    /// (`Core::push_to` forgets them instead of dropping them).
+    pub(crate) fn is_reset(&mut self) -> bool {
+        self.vars.is_empty()
+            && self.name.is_empty()
+            && matches!(self.name, Cow::Borrowed(_))
+            && matches!(self.body.get_mut(), Body::Empty)
+            && self.signal.is_none()
+            && self.async_result.get_mut().is_none()
+    }
+
     pub(crate) fn reset(&mut self) {
         self.vars.clear();
         self.nwrites = 0;
@@ -516,6 +527,32 @@ impl fmt::Debug for OpPtr {
 #[cfg(all(test, not(loom)))]
 mod layout_tests {
     use super::*;
+
+    #[test]
+    fn reset_leaves_nothing_for_a_push_to_drop() {
+        // A push overwrites a pooled block's name, body and signal without
+        // dropping them: whatever they held must be gone after `reset`.
+        let held = std::sync::Arc::new(());
+        let mut b = OpBlock::empty();
+        assert!(b.is_reset());
+        let in_body = held.clone();
+        *b.body.get_mut() = Body::sync(move |_| {
+            let _keep = &in_body;
+            Ok(())
+        });
+        b.name = Cow::Owned("named".to_string());
+        b.signal = Some(Arc::new(Signal::new()));
+        *b.async_result.get_mut() = Some(Box::new(Ok(())));
+        assert!(!b.is_reset());
+        assert_eq!(std::sync::Arc::strong_count(&held), 2);
+        b.reset();
+        assert!(b.is_reset());
+        assert_eq!(
+            std::sync::Arc::strong_count(&held),
+            1,
+            "reset dropped the body"
+        );
+    }
 
     #[test]
     fn hot_fields_share_the_first_two_cache_lines() {
