@@ -33,6 +33,23 @@ fn result_line(args: &[&str]) -> String {
     line
 }
 
+/// The result line of one run of an `n` × `n` wavefront on 2 workers with
+/// `option value` added.
+fn small_wavefront_with(n: &str, option: &str, value: &str) -> String {
+    result_line(&[
+        "--workload",
+        "wavefront",
+        "--n",
+        n,
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        option,
+        value,
+    ])
+}
+
 fn field<'a>(line: &'a str, key: &str) -> &'a str {
     line.split_whitespace()
         .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
@@ -127,18 +144,7 @@ fn a_run_reports_the_pushing_threads_share_within_its_time() {
 
 #[test]
 fn batch_runs_name_their_batch_and_roundtrip_refuses_one() {
-    let line = result_line(&[
-        "--workload",
-        "wavefront",
-        "--n",
-        "30",
-        "--workers",
-        "2",
-        "--runs",
-        "1",
-        "--batch",
-        "64",
-    ]);
+    let line = small_wavefront_with("30", "--batch", "64");
     assert_eq!(field(&line, "system"), "depengine-per-device-batch64");
     assert_eq!(field(&line, "ops"), "900");
     let err = refused(&["--workload", "roundtrip", "--batch", "4"]);
@@ -204,18 +210,7 @@ fn a_pool_limit_names_its_system() {
     // 64 blocks kept at most while 4,900 ops are pushed: most blocks of
     // completed ops are freed (`tests/engine_basic.rs` checks the ops' effects
     // under such limits).
-    let line = result_line(&[
-        "--workload",
-        "wavefront",
-        "--n",
-        "70",
-        "--workers",
-        "2",
-        "--runs",
-        "1",
-        "--pooled-op-blocks",
-        "64",
-    ]);
+    let line = small_wavefront_with("70", "--pooled-op-blocks", "64");
     assert_eq!(field(&line, "system"), "depengine-per-device-pool64");
     assert_eq!(field(&line, "ops"), "4900");
     refused(&["--workload", "indep", "--pooled-op-blocks", "-1"]);
