@@ -499,3 +499,56 @@ fn dropping_the_last_handle_with_a_fast_read_running_keeps_the_var_until_it_ends
         assert!(engine.pending_ops().vars.is_empty());
     });
 }
+
+/// A write granted with nothing queued behind it leaves the var with a CAS
+/// instead of its lock (`var/fast_write.rs`). Its completion races the next
+/// write's append: either the append closes it first and queues behind it,
+/// or it has left and the next write is granted at once. Either way the
+/// next write runs after it and sees its effect.
+#[test]
+fn a_write_leaving_without_the_lock_races_the_next_write_s_append() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let s0 = parked_logged_write(&engine, &v, &log, 0);
+        let data = Arc::new(AtomicUsize::new(0));
+        let d = data.clone();
+        let t = thread::spawn(move || {
+            let done = s0.lock().unwrap().take().expect("w0 started at push");
+            d.store(1, Ordering::Relaxed);
+            done.done();
+        });
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let (d, s, l) = (data.clone(), seen.clone(), log.clone());
+        engine
+            .push(OpDesc::new("w1").writes(&v), move |_| {
+                l.lock().unwrap().push(1);
+                s.store(d.load(Ordering::Relaxed), Ordering::Relaxed);
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(*log.lock().unwrap(), vec![0, 1]);
+        assert_eq!(seen.load(Ordering::Relaxed), 1, "w1 missed w0's effect");
+        assert_eq!(v.version(), 2);
+    });
+}
+
+/// The last handle's drop races a write leaving without the lock: the var's
+/// self-reference is dropped exactly once (loom reports a leaked `Arc`, and
+/// a second drop would free the var under the completing write).
+#[test]
+fn dropping_the_last_handle_while_a_write_leaves_without_the_lock_frees_the_var_once() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let slot = parked_write(&engine, &v);
+        let t = thread::spawn(move || slot.lock().unwrap().take().unwrap().done());
+        drop(v);
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert!(engine.pending_ops().vars.is_empty());
+    });
+}

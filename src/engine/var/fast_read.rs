@@ -88,6 +88,7 @@ impl VarInner {
     #[inline]
     pub(super) fn grant_fast_read_locked(&self, s: &VarState) {
         debug_assert!(!s.draining && s.writer.is_none() && s.queue.is_empty());
+        debug_assert!(!self.fast_write_running(), "a read granted under a write");
         if self.fast_open() {
             // Lock-free appends may add concurrently; only lock holders
             // close, so the epoch stays open.
@@ -97,10 +98,12 @@ impl VarInner {
         }
     }
 
-    /// Under the lock: closes the open epoch, if any. Sets `draining` when
-    /// some of its reads still run.
+    /// Under the lock: closes the open epoch, if any, or else the fast write
+    /// (`fast_write.rs`). Sets `draining` when some of the epoch's reads
+    /// still run.
     pub(super) fn close_fast_locked(&self, s: &mut VarState) {
         if !self.fast_open() {
+            self.close_fast_write_locked(s);
             return;
         }
         let granted = self.hot.fast.swap(0, Ordering::AcqRel) & COUNT;

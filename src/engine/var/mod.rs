@@ -23,12 +23,13 @@
 //! This is rule 1 of the engine contract: per var, effects happen in push
 //! order; reads between two writes share the var, writes hold it alone.
 //!
-//! Two refinements keep the pushing thread and the workers off each other's
-//! cache lines without changing these rules: reads granted at once are
-//! counted in and out on two counters instead of `readers`
-//! (`fast_read.rs`), and writes queued back to back are granted as a run
-//! that passes the var from one to the next without its lock
-//! (`protocol.rs`).
+//! Three refinements keep the pushing thread and the workers off each
+//! other's cache lines, and locks off the common paths, without changing
+//! these rules: reads granted at once are counted in and out on two
+//! counters instead of `readers` (`fast_read.rs`), writes queued back to
+//! back are granted as a run that passes the var from one to the next
+//! without its lock (`protocol.rs`), and a write with nothing queued behind
+//! it leaves the var with a CAS instead of the lock (`fast_write.rs`).
 //!
 //! *Granting* an op decrements its `wait` counter; whoever brings it to zero
 //! owns the op and dispatches it. The counter starts at (number of vars + 1):
@@ -44,10 +45,11 @@
 //! (release/acquire). `version` and `failed` are atomics only so that readers
 //! outside the lock (`Var::version`, the skip check before running an op) need
 //! no lock; they are written by the write holding the var with `Release` and
-//! read `Acquire`. The run and fast-read refinements give their own
-//! arguments in their docs.
+//! read `Acquire`. The run, fast-read and fast-write refinements give their
+//! own arguments in their docs.
 
 mod fast_read;
+mod fast_write;
 mod protocol;
 mod queue;
 mod slot;
@@ -206,7 +208,8 @@ impl<T> std::ops::Deref for Line<T> {
 /// The fields of a var that appends write.
 pub(crate) struct VarHot {
     pub(crate) state: Mutex<VarState>,
-    /// The fast-read epoch: `OPEN` bit and reads counted in (`fast_read.rs`).
+    /// The fast-read epoch, `OPEN` bit and reads counted in
+    /// (`fast_read.rs`), or the address of the fast write (`fast_write.rs`).
     fast: AtomicU64,
 }
 

@@ -49,6 +49,7 @@ impl VarInner {
     ) -> Appended {
         let after_delete = s.deleted;
         self.take_self_ref(s);
+        self.close_fast_write_locked(s);
         let granted = s.writer.is_none() && s.queue.is_empty();
         if granted {
             self.grant_fast_read_locked(s);
@@ -80,7 +81,7 @@ impl VarInner {
         self.close_fast_locked(s);
         let granted = s.is_idle();
         if granted {
-            s.writer = Some(op);
+            self.grant_write_locked(s, op);
         } else {
             s.queue.push_back(op, Access::Write);
         }
@@ -108,6 +109,9 @@ impl VarInner {
     /// caller's to drop, after unlocking) once nothing is pending.
     #[inline]
     fn release_if_orphaned(&self, s: &mut VarState) -> bool {
+        // No fast write is granted once orphaned (`grant_write_locked`), and
+        // `orphan` closed the one that ran: its completion locks the var.
+        debug_assert!(!s.orphaned || !self.fast_write_running());
         if s.orphaned && s.self_ref && s.is_idle() && !self.fast_open() {
             s.self_ref = false;
             true
@@ -123,6 +127,8 @@ impl VarInner {
         let release = {
             let mut s = self.hot.state.lock();
             s.orphaned = true;
+            // Closes a fast write too: its completion then takes the lock
+            // and can drop the self-reference.
             self.close_fast_locked(&mut s);
             self.release_if_orphaned(&mut s)
         };
@@ -168,6 +174,9 @@ impl VarInner {
     /// After a read left: the queued writes' turn, if no read or write
     /// holds the var any more.
     fn take_head_writes_if_free(&self, s: &mut VarState, run: &mut Run) {
+        // A fast write is granted only with nothing queued or reading, and
+        // every append closes it: none runs while reads complete.
+        debug_assert!(!self.fast_write_running());
         if s.readers == 0 && s.writer.is_none() && !s.draining {
             self.take_head_writes(s, run);
         }
@@ -223,6 +232,17 @@ impl VarInner {
             grant(next, ready);
             return false;
         }
+        // Both before the var is released, with or without the lock, so the
+        // next op on it sees them.
+        if bump_version {
+            self.bump_version();
+        }
+        if let Some(f) = failure {
+            self.record_failure(f, failed_vars);
+        }
+        if self.try_leave_fast_write() {
+            return false;
+        }
         let mut s = self.hot.state.lock();
         debug_assert!(
             s.writer.is_some(),
@@ -230,12 +250,6 @@ impl VarInner {
             self.id
         );
         s.writer = None;
-        if bump_version {
-            self.bump_version();
-        }
-        if let Some(f) = failure {
-            self.record_failure(f, failed_vars);
-        }
         let mut run = Run::new();
         match s.queue.front() {
             Some((_, Access::Write)) => self.take_head_writes(&mut s, &mut run),
@@ -276,7 +290,7 @@ impl VarInner {
             }
         }
         if let Some(&last) = run.last() {
-            s.writer = Some(last);
+            self.grant_write_locked(s, last);
         }
     }
 
@@ -321,6 +335,7 @@ impl VarInner {
     pub(crate) fn is_idle(&self, and_reads: bool) -> bool {
         let s = self.hot.state.lock();
         s.writer.is_none()
+            && !self.fast_write_running()
             && s.queue.is_empty()
             && (!and_reads || (s.readers == 0 && !s.draining && !self.fast_open()))
     }
