@@ -579,6 +579,7 @@ impl Core {
             // SAFETY: as above.
             let run_next = unsafe { v.run_next() };
             if v.complete_write(
+                op,
                 run_next,
                 failure.as_ref(),
                 &self.failed_vars,

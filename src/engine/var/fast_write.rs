@@ -17,11 +17,12 @@
 //! write holding the var with nothing queued behind it. Op blocks live in
 //! user space, far below bit 63, so an address never has `OPEN`.
 //!
-//! * **grant** (under the lock): a write granted with an empty queue is
-//!   recorded in `fast` instead of the state's `writer`, unless the var's
-//!   last handle is gone: the write that empties an orphaned var drops the
-//!   var's self-reference, which needs the lock (`orphan` closes a fast
-//!   write for the same reason).
+//! * **grant** (under the lock): the write of an op that all its vars
+//!   granted at its push is recorded in `fast` instead of the state's
+//!   `writer` (`make_fast_write_locked` says why only those), unless the
+//!   var's last handle is gone: the write that empties an orphaned var
+//!   drops the var's self-reference, which needs the lock (`orphan` closes
+//!   a fast write for the same reason).
 //! * **leave** (the completion, no lock): CAS `fast` from the address to 0.
 //!   If it succeeds the var is idle; nothing was queued, so there is
 //!   nothing to grant.
@@ -59,23 +60,31 @@ use super::fast_read::OPEN;
 use super::{VarInner, VarState};
 
 impl VarInner {
-    /// Under the lock, with the var idle: grants `op` the var as its writer,
-    /// as a fast write when nothing is queued behind it.
+    /// Under the lock, right after `op` was granted the var at its push:
+    /// makes it a fast write unless something queued behind it meanwhile.
+    ///
+    /// Only for an op that every one of its vars granted at its push
+    /// ([`super::append_all`] decides): it is ready and starts at once, so
+    /// it may well complete before the next append to the var. An op that
+    /// still waits for other vars (a wavefront's cell, pushed far ahead of
+    /// the workers) would nearly always be closed by the next append
+    /// first, and a closed fast write costs a swap at the close and a
+    /// failed CAS at the completion for nothing.
     #[inline]
-    pub(super) fn grant_write_locked(&self, s: &mut VarState, op: OpPtr) {
-        debug_assert!(s.writer.is_none() && s.readers == 0 && !s.draining);
-        debug_assert_eq!(self.hot.fast.load(Ordering::Relaxed), 0);
+    pub(super) fn make_fast_write_locked(&self, s: &mut VarState, op: OpPtr) {
+        debug_assert_eq!(s.writer, Some(op));
+        debug_assert!(s.readers == 0 && !s.draining);
         // Once orphaned, the write that empties the var must drop its
         // self-reference, which takes the lock.
         if s.queue.is_empty() && !s.orphaned {
+            debug_assert_eq!(self.hot.fast.load(Ordering::Relaxed), 0);
+            s.writer = None;
             // Relaxed: the grant that hands `op` to its runner is ordered
-            // after this store, and only that runner's completion reads it
-            // without the lock.
+            // after this store (the push guard's release), and only that
+            // runner's completion reads it without the lock.
             self.hot
                 .fast
                 .store(op.0.as_ptr() as usize as u64, Ordering::Relaxed);
-        } else {
-            s.writer = Some(op);
         }
     }
 
@@ -105,21 +114,23 @@ impl VarInner {
         self.close_fast_write_locked(s);
     }
 
-    /// The completion of the write holding the var: leaves without the lock
-    /// when it is still a fast write. False when it was closed: the caller
-    /// completes it under the lock.
+    /// The completion of `op`, the write holding the var: leaves without
+    /// the lock when it is still a fast write. False when it was closed (or
+    /// never was fast): the caller completes it under the lock.
+    ///
+    /// One CAS against the op's own address, not a load first: a load would
+    /// fetch the line shared and the lock after it would fetch it again to
+    /// own it.
     #[inline]
-    pub(super) fn try_leave_fast_write(&self) -> bool {
-        let f = self.hot.fast.load(Ordering::Relaxed);
-        // Only the writer holding the var can be in the word, and that
-        // writer is the caller.
-        if f == 0 || f & OPEN != 0 {
-            debug_assert_eq!(f & OPEN, 0, "a read epoch open under a write");
-            return false;
-        }
+    pub(super) fn try_leave_fast_write(&self, op: OpPtr) -> bool {
         self.hot
             .fast
-            .compare_exchange(f, 0, Ordering::Release, Ordering::Relaxed)
+            .compare_exchange(
+                op.0.as_ptr() as usize as u64,
+                0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
             .is_ok()
     }
 
@@ -161,8 +172,8 @@ mod tests {
         OpPtr(NonNull::from(b))
     }
 
-    fn complete_write(v: &VarInner, ready: &mut ReadyList) -> bool {
-        v.complete_write(None, None, &FailedVars::new(), true, ready)
+    fn complete_write(v: &VarInner, op: &OpBlock, ready: &mut ReadyList) -> bool {
+        v.complete_write(ptr(op), None, None, &FailedVars::new(), true, ready)
     }
 
     fn ready_ops(mut ready: ReadyList) -> Vec<OpPtr> {
@@ -179,7 +190,12 @@ mod tests {
         assert!(!v.is_idle(false), "a fast write holds the var");
         let guard = v.hot.state.lock();
         // A completion that needed the lock would wait for `guard` forever.
-        let left = std::thread::scope(|s| s.spawn(|| v.try_leave_fast_write()).join().unwrap());
+        let (op, var) = (ptr(&ops[0]), &*v);
+        let left = std::thread::scope(|s| {
+            s.spawn(move || var.try_leave_fast_write(op))
+                .join()
+                .unwrap()
+        });
         drop(guard);
         assert!(left);
         assert!(v.is_idle(true));
@@ -199,18 +215,53 @@ mod tests {
         assert_eq!(v.hot.state.lock().writer, Some(ptr(&ops[0])));
         assert!(!v.append_write(ptr(&ops[2]), false).granted);
         let mut ready = ReadyList::new();
-        assert!(!complete_write(&v, &mut ready));
+        assert!(!complete_write(&v, &ops[0], &mut ready));
         assert_eq!(ready_ops(ready), vec![ptr(&ops[1])], "the read is next");
         assert_eq!(v.done.version.load(Ordering::Relaxed), 1);
         let mut ready = ReadyList::new();
         assert!(!v.complete_read(&mut ready));
         assert_eq!(ready_ops(ready), vec![ptr(&ops[2])]);
-        // The last write was granted with nothing behind it: a fast write.
-        assert!(v.fast_write_running());
-        assert!(v.try_leave_fast_write());
+        // Granted from the queue, not at its push: under the lock.
+        assert!(!v.fast_write_running());
+        assert!(!v.try_leave_fast_write(ptr(&ops[2])));
+        let mut ready = ReadyList::new();
+        assert!(!complete_write(&v, &ops[2], &mut ready));
+        assert!(ready.is_empty());
+        assert_eq!(v.done.version.load(Ordering::Relaxed), 2);
         assert!(v.is_idle(true));
         v.orphan();
         assert_eq!(Arc::strong_count(&v), 1);
+    }
+
+    #[test]
+    fn only_an_op_all_of_whose_vars_granted_it_at_its_push_gets_fast_writes() {
+        let (r, w, x, y) = (var(), var(), var(), var());
+        let ops = blocks(3);
+        let slots = |vs: &[&Arc<VarInner>]| vs.iter().map(|v| VarSlot::new(v)).collect::<Vec<_>>();
+        // ops[0] holds `r`; ops[1] reads it and writes `w`, so it waits:
+        // its write of `w` is granted, but not as a fast write.
+        assert!(r.append_write(ptr(&ops[0]), false).granted);
+        let (granted, _) =
+            super::super::append_all(ptr(&ops[1]), &slots(&[&r]), &slots(&[&w]), false);
+        assert_eq!(granted, 1, "the read of r queued");
+        assert!(!w.fast_write_running());
+        assert_eq!(w.hot.state.lock().writer, Some(ptr(&ops[1])));
+        // ops[2] writes two idle vars: ready at its push, both fast.
+        let (granted, _) = super::super::append_all(ptr(&ops[2]), &[], &slots(&[&x, &y]), false);
+        assert_eq!(granted, 2);
+        assert!(x.fast_write_running() && y.fast_write_running());
+        assert!(x.try_leave_fast_write(ptr(&ops[2])) && y.try_leave_fast_write(ptr(&ops[2])));
+        // ops[0] grants ops[1] its read; ops[1] then completes under the
+        // locks.
+        let mut ready = ReadyList::new();
+        assert!(!complete_write(&r, &ops[0], &mut ready));
+        assert!(!r.complete_read(&mut ready));
+        assert!(!complete_write(&w, &ops[1], &mut ready));
+        for v in [&r, &w, &x, &y] {
+            assert!(v.is_idle(true));
+            v.orphan();
+            assert_eq!(Arc::strong_count(v), 1);
+        }
     }
 
     #[test]
@@ -223,7 +274,7 @@ mod tests {
         assert_eq!(Arc::strong_count(&v), 2, "the running write keeps the var");
         let mut ready = ReadyList::new();
         assert!(
-            complete_write(&v, &mut ready),
+            complete_write(&v, &ops[0], &mut ready),
             "the write that empties an orphaned var drops its self-reference"
         );
         assert!(ready.is_empty());
@@ -240,11 +291,11 @@ mod tests {
         assert!(!v.append_write(ptr(&ops[1]), false).granted);
         v.orphan();
         let mut ready = ReadyList::new();
-        assert!(!complete_write(&v, &mut ready));
+        assert!(!complete_write(&v, &ops[0], &mut ready));
         assert_eq!(ready_ops(ready), vec![ptr(&ops[1])]);
         assert!(!v.fast_write_running());
         let mut ready = ReadyList::new();
-        assert!(complete_write(&v, &mut ready));
+        assert!(complete_write(&v, &ops[1], &mut ready));
         // SAFETY: as above.
         unsafe { Arc::decrement_strong_count(Arc::as_ptr(&v)) };
         assert_eq!(Arc::strong_count(&v), 1);
@@ -260,9 +311,12 @@ mod tests {
             v.settle_locked(&mut s);
             assert_eq!(s.writer, Some(ptr(&ops[0])));
         }
-        assert!(!v.try_leave_fast_write(), "a settled write takes the lock");
+        assert!(
+            !v.try_leave_fast_write(ptr(&ops[0])),
+            "a settled write takes the lock"
+        );
         let mut ready = ReadyList::new();
-        assert!(!complete_write(&v, &mut ready));
+        assert!(!complete_write(&v, &ops[0], &mut ready));
         assert!(v.is_idle(true));
         v.orphan();
         assert_eq!(Arc::strong_count(&v), 1);

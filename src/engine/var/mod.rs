@@ -425,6 +425,9 @@ const APPEND_INLINE: usize = 24;
 /// taking the locks in one global order makes the locking deadlock-free.
 /// One-var ops — the common case — take one lock as before.
 ///
+/// An op that every var granted at once is ready: its writes become fast
+/// writes (`fast_write.rs`) before the locks are released.
+///
 /// Returns how many vars granted the op at once, and whether any had been
 /// deleted before.
 pub(crate) fn append_all(
@@ -473,6 +476,13 @@ pub(crate) fn append_all(
         after_delete |= a.after_delete;
         guards.push(g);
     }
+    if granted == n {
+        for (&(_, is_write, i), g) in order.iter().zip(guards.iter_mut()) {
+            if is_write {
+                writes[i].make_fast_write_locked(g, op);
+            }
+        }
+    }
     drop(guards);
     (granted, after_delete)
 }
@@ -502,6 +512,14 @@ fn append_two(op: OpPtr, reads: &[VarSlot], writes: &[VarSlot], deletes: bool) -
     };
     let ra = append(a, &mut ga);
     let rb = append(b, &mut gb);
+    if ra.granted && rb.granted {
+        // Ready at its push (see `make_fast_write_locked`).
+        for ((v, is_write), g) in [(a, &mut ga), (b, &mut gb)] {
+            if is_write {
+                v.make_fast_write_locked(g, op);
+            }
+        }
+    }
     drop(gb);
     drop(ga);
     (

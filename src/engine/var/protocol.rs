@@ -64,9 +64,16 @@ impl VarInner {
         }
     }
 
-    /// Appends a write; `deletes` marks the var deleted for every later append.
+    /// Appends the write of a single-var op; `deletes` marks the var
+    /// deleted for every later append. Granted at once, the op is ready, so
+    /// it is granted as a fast write (`fast_write.rs`).
     pub(crate) fn append_write(&self, op: OpPtr, deletes: bool) -> Appended {
-        self.append_write_locked(&mut self.hot.state.lock(), op, deletes)
+        let mut s = self.hot.state.lock();
+        let a = self.append_write_locked(&mut s, op, deletes);
+        if a.granted {
+            self.make_fast_write_locked(&mut s, op);
+        }
+        a
     }
 
     pub(super) fn append_write_locked(
@@ -81,7 +88,7 @@ impl VarInner {
         self.close_fast_locked(s);
         let granted = s.is_idle();
         if granted {
-            self.grant_write_locked(s, op);
+            s.writer = Some(op);
         } else {
             s.queue.push_back(op, Access::Write);
         }
@@ -109,7 +116,7 @@ impl VarInner {
     /// caller's to drop, after unlocking) once nothing is pending.
     #[inline]
     fn release_if_orphaned(&self, s: &mut VarState) -> bool {
-        // No fast write is granted once orphaned (`grant_write_locked`), and
+        // No fast write is granted once orphaned (`make_fast_write_locked`), and
         // `orphan` closed the one that ran: its completion locks the var.
         debug_assert!(!s.orphaned || !self.fast_write_running());
         if s.orphaned && s.self_ref && s.is_idle() && !self.fast_open() {
@@ -216,6 +223,7 @@ impl VarInner {
     #[must_use]
     pub(crate) fn complete_write(
         &self,
+        op: OpPtr,
         run_next: Option<OpPtr>,
         failure: Option<&Arc<Failure>>,
         failed_vars: &FailedVars,
@@ -240,7 +248,7 @@ impl VarInner {
         if let Some(f) = failure {
             self.record_failure(f, failed_vars);
         }
-        if self.try_leave_fast_write() {
+        if self.try_leave_fast_write(op) {
             return false;
         }
         let mut s = self.hot.state.lock();
@@ -290,7 +298,7 @@ impl VarInner {
             }
         }
         if let Some(&last) = run.last() {
-            self.grant_write_locked(s, last);
+            s.writer = Some(last);
         }
     }
 
