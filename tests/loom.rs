@@ -552,3 +552,84 @@ fn dropping_the_last_handle_while_a_write_leaves_without_the_lock_frees_the_var_
         assert!(engine.pending_ops().vars.is_empty());
     });
 }
+
+/// A one-var write leaves its var idle, and the next one-var op takes it
+/// with a CAS (`var/fast_write.rs`). Here a one-var write (lock-free when
+/// the var is idle) races a two-var op's write, whose append takes the idle
+/// var back under the lock: the two writes never overlap and each sees the
+/// other's effect in one order or the other.
+#[test]
+fn a_write_taking_an_idle_var_without_the_lock_races_a_locked_append() {
+    model(|| {
+        let engine = naive();
+        let (v, u) = (engine.new_var(), engine.new_var());
+        let data = Arc::new(AtomicUsize::new(0));
+        // Runs inline at its push and leaves `v` idle.
+        let bump = |d: Arc<AtomicUsize>| {
+            move |_: &depengine::OpCtx<'_>| {
+                // A load and a store, not one RMW: a lost update shows
+                // two writes the protocol did not order.
+                let x = d.load(Ordering::Relaxed);
+                d.store(x + 1, Ordering::Relaxed);
+                Ok(())
+            }
+        };
+        engine
+            .push(OpDesc::new("w0").writes(&v), bump(data.clone()))
+            .unwrap();
+        let (e2, v2, d2) = (engine.clone(), v.clone(), data.clone());
+        let t = thread::spawn(move || {
+            e2.push(OpDesc::new("w1").writes(&v2), bump(d2)).unwrap();
+        });
+        engine
+            .push(OpDesc::new("w2").reads(&u).writes(&v), bump(data.clone()))
+            .unwrap();
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(data.load(Ordering::Relaxed), 3, "two writes overlapped");
+        assert_eq!(v.version(), 3);
+    });
+}
+
+/// A one-var read opens a fast-read epoch on an idle var without the lock
+/// while a one-var write takes the same idle var: one of them gets it, the
+/// other queues (or closes the epoch), and they do not overlap.
+#[test]
+fn a_read_and_a_write_racing_for_an_idle_var_take_one_order() {
+    model(|| {
+        let engine = naive();
+        let v = engine.new_var();
+        let data = Arc::new(AtomicUsize::new(0));
+        let d = data.clone();
+        engine
+            .push(OpDesc::new("w0").writes(&v), move |_| {
+                d.store(1, Ordering::Relaxed);
+                Ok(())
+            })
+            .unwrap();
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let (e2, v2, d2, s2) = (engine.clone(), v.clone(), data.clone(), seen.clone());
+        let t = thread::spawn(move || {
+            e2.push(OpDesc::new("r").reads(&v2), move |_| {
+                s2.store(d2.load(Ordering::Relaxed), Ordering::Relaxed);
+                Ok(())
+            })
+            .unwrap();
+        });
+        let d = data.clone();
+        engine
+            .push(OpDesc::new("w1").writes(&v), move |_| {
+                let x = d.load(Ordering::Relaxed);
+                d.store(x + 1, Ordering::Relaxed);
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        engine.wait_for_all().unwrap();
+        // The read ran wholly before w1 (saw 1) or wholly after it (saw 2).
+        let s = seen.load(Ordering::Relaxed);
+        assert!(s == 1 || s == 2, "the read saw {s}");
+        assert_eq!(data.load(Ordering::Relaxed), 2);
+        assert_eq!(v.version(), 2);
+    });
+}

@@ -575,11 +575,13 @@ impl Core {
                 unsafe { v.var.release_self_ref() };
             }
         }
+        let one_var = b.vars.len() == 1;
         for v in b.writes() {
             // SAFETY: as above.
             let run_next = unsafe { v.run_next() };
             if v.complete_write(
                 op,
+                one_var,
                 run_next,
                 failure.as_ref(),
                 &self.failed_vars,

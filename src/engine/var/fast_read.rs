@@ -18,7 +18,10 @@
 //! while no write holds the var or waits in its queue.
 //!
 //! * **open**: an append (under the var's lock) that grants a read at once
-//!   sets `fast = OPEN | 1`, or adds one if already open.
+//!   sets `fast = OPEN | 1`, or adds one if already open. A one-var read
+//!   also opens an epoch without the lock, by CAS from the idle token
+//!   (`fast_write.rs`), which stands for a var that holds and waits for
+//!   nothing: no epoch drains there, so `fast_done` is 0 as at any open.
 //! * **fast append**: a single-var read adds one to `fast` by CAS while
 //!   `OPEN` is set — no lock at all.
 //! * **fast completion**: `fast_done -= 1` (wrapping).
@@ -39,14 +42,16 @@
 //!
 //! # Memory ordering
 //!
-//! The opener's store is `Release` and every append's CAS `Acquire`: the RMW
-//! chain on `fast` carries the effects of the write completed before the
-//! epoch opened to every read of it. Completions' decrements are `AcqRel`,
+//! The opener's store is `Release` and every append's CAS `Acquire` (an
+//! epoch opened from the idle token acquires the leave of the write before
+//! it): the RMW chain on `fast` carries the effects of the write completed
+//! before the epoch opened to every read of it. Completions' decrements are `AcqRel`,
 //! and the close's add (or the last completion's decrement) acquires all of
 //! them: every read of the epoch happens-before the write granted after it.
 
 use crate::sync::Ordering;
 
+use super::fast_write::IDLE;
 use super::{VarInner, VarState};
 
 /// `fast`: an epoch is open.
@@ -62,18 +67,24 @@ impl VarInner {
     #[inline]
     pub(super) fn try_fast_read(&self) -> bool {
         let mut f = self.hot.fast.load(Ordering::Relaxed);
-        while f & OPEN != 0 {
-            match self.hot.fast.compare_exchange_weak(
-                f,
-                f + 1,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
+        loop {
+            // An idle var (`fast_write.rs`) opens an epoch for this read.
+            let next = if f & OPEN != 0 {
+                f + 1
+            } else if f == IDLE {
+                OPEN | 1
+            } else {
+                return false;
+            };
+            match self
+                .hot
+                .fast
+                .compare_exchange_weak(f, next, Ordering::Acquire, Ordering::Relaxed)
+            {
                 Ok(_) => return true,
                 Err(now) => f = now,
             }
         }
-        false
     }
 
     /// True while an epoch is open (stable under the lock, which every
@@ -102,8 +113,9 @@ impl VarInner {
     /// (`fast_write.rs`). Sets `draining` when some of the epoch's reads
     /// still run.
     pub(super) fn close_fast_locked(&self, s: &mut VarState) {
+        // First: an idle var may open an epoch without the lock until then.
+        self.close_fast_write_locked(s);
         if !self.fast_open() {
-            self.close_fast_write_locked(s);
             return;
         }
         let granted = self.hot.fast.swap(0, Ordering::AcqRel) & COUNT;

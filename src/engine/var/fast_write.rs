@@ -1,67 +1,96 @@
-//! Writes that leave an idle var without its lock: the fast write.
+//! Writes that leave a var without its lock (the fast write), and idle
+//! vars that one-var ops take without it (the idle token).
 //!
 //! # Why
 //!
 //! A write granted on a var nobody else waits for (a fresh output, the next
 //! link of a chain the workers have caught up with) used to take the var's
-//! lock again at its completion only to find the queue empty. That is a
-//! lock and an unlock, two locked instructions, per op and var, for
-//! nothing: with one var per op they are a tenth of what an op costs on one
-//! thread. Here such a write leaves with one CAS.
+//! lock again at its completion only to find the queue empty: a lock and
+//! an unlock, two locked instructions, for nothing. The next op on the
+//! idle var then took the lock to find it idle. Here such a write leaves
+//! with one CAS, and a one-var op takes an idle var with one CAS.
 //!
 //! # Protocol
 //!
 //! The var's `fast` word (shared with the fast-read epoch, `fast_read.rs`)
-//! is a tagged union: `0`, nothing runs without the lock; `OPEN | n`, an
-//! open read epoch; any other value, the address of the *fast write*, the
-//! write holding the var with nothing queued behind it. Op blocks live in
-//! user space, far below bit 63, so an address never has `OPEN`.
+//! is a tagged union:
+//!
+//! | `fast`          | meaning                                             |
+//! |-----------------|-----------------------------------------------------|
+//! | `0`             | nothing runs without the lock                       |
+//! | `OPEN \| n`     | an open read epoch (`fast_read.rs`)                 |
+//! | [`IDLE`]        | the var is idle; a one-var op may take it           |
+//! | address (`\| 1`) | the *fast write*: the write holding the var, nothing queued behind it; bit 0 set when its op names one var |
+//!
+//! Op blocks are 64-byte aligned and live in user space, far below bit 63,
+//! so an address is neither `IDLE` nor has `OPEN`.
 //!
 //! * **grant** (under the lock): the write of an op that all its vars
 //!   granted at its push is recorded in `fast` instead of the state's
 //!   `writer` (`make_fast_write_locked` says why only those), unless the
-//!   var's last handle is gone: the write that empties an orphaned var
-//!   drops the var's self-reference, which needs the lock (`orphan` closes
-//!   a fast write for the same reason).
-//! * **leave** (the completion, no lock): CAS `fast` from the address to 0.
-//!   If it succeeds the var is idle; nothing was queued, so there is
-//!   nothing to grant.
-//! * **close** (under the lock, by anyone about to queue behind the write
-//!   or to look at it): swap `fast` to 0; if it held the address, the write
-//!   still runs and becomes the state's `writer`, so its completion's CAS
-//!   fails and it completes under the lock as any other write, granting
-//!   what was queued meanwhile.
+//!   var's last handle is gone (the write that empties an orphaned var
+//!   drops the var's self-reference, which needs the lock) or the var is
+//!   deleted (later appends must take the lock to learn it).
+//! * **leave** (the completion, no lock): CAS `fast` from the op's word to
+//!   `IDLE` when the op names one var, else to 0. If it succeeds, nothing
+//!   was queued, so there is nothing to grant. Why only one-var ops leave
+//!   the token: the next op is likely to be like the last (a chain, a
+//!   var of its own reused), and an op of several vars appends under the
+//!   locks (`append_all`), where taking the token back costs a CAS more.
+//! * **take** (a one-var op's append, no lock): a write CASes `IDLE` to its
+//!   own word (a fast write); a read CASes it to `OPEN | 1` (an epoch).
+//!   An idle var holds its self-reference and is not deleted (the token is
+//!   only left where a fast write was, and neither an orphaned nor a
+//!   deleted var gets one), so the append has nothing else to do.
+//! * **close** (under the lock, by anyone about to queue behind the write,
+//!   take the var, or look at it): CAS `fast` from whatever it holds to 0,
+//!   again until it holds 0 or an epoch. Taking out `IDLE` leaves an idle
+//!   var in the state's hands; taking out an address makes that write the
+//!   state's `writer`, so its completion's CAS fails and it completes under
+//!   the lock as any other write, granting what was queued meanwhile.
 //!
-//! The swap and the CAS are read-modify-writes of one word, so exactly one
-//! of them takes the address out: either the write left first (the closer
-//! finds 0 and the var idle) or the closer did (the completion finds 0 and
-//! takes the lock). Nothing else writes `fast` meanwhile: an epoch opens
-//! and a write is granted only while the var is idle, which it is not while
-//! the fast write holds it, and lock-free reads add to `fast` only while
-//! `OPEN` is set.
+//! Every transition is a read-modify-write of the one word, so they happen
+//! in one order: exactly one of a leave and a close takes an address out,
+//! exactly one of two takers gets `IDLE`, and a close that took `IDLE`
+//! leaves nothing to take. After a close the word holds 0 or an epoch, and
+//! only reads counted into that epoch change it until the lock is released
+//! (nothing leaves `IDLE` but a fast write, which the lock holder now
+//! owns or which is gone).
 //!
-//! Every lock holder that needs to know whether a write holds the var
-//! (appends, the last handle's drop, diagnostics) closes the fast write
-//! first, so the state's fields keep their meaning for the rest of the
-//! protocol. Closing costs only the fast path: the write then completes as
-//! it would have before.
+//! Every lock holder that needs the state to be the whole truth (appends,
+//! the last handle's drop, diagnostics) closes first. Closing costs only
+//! the fast path: the write then completes as it would have before.
 //!
 //! # Memory ordering
 //!
 //! The leave's CAS is `Release` (the write's effects, its version bump and
-//! any failure it recorded were all made before it), and the close's load
-//! and swap are `Acquire`: an op granted after a closer found the var idle
-//! sees everything the write did, as if both had taken the lock.
+//! any failure it recorded were all made before it); the takes and the
+//! close's CAS are `Acquire`. Whoever finds the var idle after a write
+//! left it sees everything that write did, as if both had taken the lock.
 
 use crate::sync::Ordering;
 
 use super::super::op::OpPtr;
 use super::fast_read::OPEN;
-use super::{VarInner, VarState};
+use super::{Appended, VarInner, VarState};
+
+/// `fast`: the var is idle, and a one-var op may take it without the lock.
+pub(super) const IDLE: u64 = 2;
+/// Low bit of a fast write's word: its op names one var, and it leaves
+/// the var [`IDLE`] instead of 0.
+const TO_IDLE: u64 = 1;
+
+/// The `fast` word of `op`'s fast write.
+#[inline]
+fn word(op: OpPtr, to_idle: bool) -> u64 {
+    op.0.as_ptr() as usize as u64 | if to_idle { TO_IDLE } else { 0 }
+}
 
 impl VarInner {
     /// Under the lock, right after `op` was granted the var at its push:
     /// makes it a fast write unless something queued behind it meanwhile.
+    /// `one_var`: the op names this var alone (its fast write leaves the
+    /// var [`IDLE`]).
     ///
     /// Only for an op that every one of its vars granted at its push
     /// ([`super::append_all`] decides): it is ready and starts at once, so
@@ -71,39 +100,66 @@ impl VarInner {
     /// first, and a closed fast write costs a swap at the close and a
     /// failed CAS at the completion for nothing.
     #[inline]
-    pub(super) fn make_fast_write_locked(&self, s: &mut VarState, op: OpPtr) {
+    pub(super) fn make_fast_write_locked(&self, s: &mut VarState, op: OpPtr, one_var: bool) {
         debug_assert_eq!(s.writer, Some(op));
         debug_assert!(s.readers == 0 && !s.draining);
         // Once orphaned, the write that empties the var must drop its
-        // self-reference, which takes the lock.
-        if s.queue.is_empty() && !s.orphaned {
+        // self-reference, which takes the lock; once deleted, every later
+        // append must take the lock to learn it.
+        if s.queue.is_empty() && !s.orphaned && !s.deleted {
             debug_assert_eq!(self.hot.fast.load(Ordering::Relaxed), 0);
             s.writer = None;
             // Relaxed: the grant that hands `op` to its runner is ordered
             // after this store (the push guard's release), and only that
             // runner's completion reads it without the lock.
-            self.hot
-                .fast
-                .store(op.0.as_ptr() as usize as u64, Ordering::Relaxed);
+            self.hot.fast.store(word(op, one_var), Ordering::Relaxed);
         }
     }
 
-    /// Under the lock: makes a running fast write the state's `writer`, so
-    /// that it completes under the lock. Does nothing when no fast write
-    /// holds the var (or it has just left).
+    /// The write append of a one-var op, without the lock: granted as a
+    /// fast write iff the var is [`IDLE`]. (An idle var was appended to
+    /// before, so it holds its self-reference, and it is not deleted.)
+    #[inline]
+    pub(super) fn try_take_idle_for_write(&self, op: OpPtr) -> Option<Appended> {
+        self.hot
+            .fast
+            .compare_exchange(IDLE, word(op, true), Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Appended {
+                granted: true,
+                after_delete: false,
+            })
+    }
+
+    /// Under the lock: takes [`IDLE`] or a fast write out of the word, making
+    /// a running fast write the state's `writer` so that it completes under
+    /// the lock. Afterwards the word is 0 or an open epoch, and changes
+    /// only by lock-free reads counted into that epoch until the lock is
+    /// released.
     #[inline]
     pub(super) fn close_fast_write_locked(&self, s: &mut VarState) {
-        let f = self.hot.fast.load(Ordering::Acquire);
-        if f == 0 || f & OPEN != 0 {
-            return;
-        }
-        let f = self.hot.fast.swap(0, Ordering::Acquire);
-        if f != 0 {
-            debug_assert_eq!(f & OPEN, 0, "an epoch opened under a fast write");
-            debug_assert!(s.writer.is_none() && s.queue.is_empty());
-            let op = std::ptr::NonNull::new(f as usize as *mut _)
-                .expect("a fast write's address is not null");
-            s.writer = Some(OpPtr(op));
+        let mut f = self.hot.fast.load(Ordering::Acquire);
+        loop {
+            if f == 0 || f & OPEN != 0 {
+                return;
+            }
+            // A CAS, not a swap: a lock-free read may open an epoch on an
+            // idle var meanwhile, and a fast write may leave it idle.
+            match self
+                .hot
+                .fast
+                .compare_exchange(f, 0, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) if f == IDLE => return,
+                Ok(_) => {
+                    debug_assert!(s.writer.is_none() && s.queue.is_empty());
+                    let op = std::ptr::NonNull::new((f & !TO_IDLE) as usize as *mut _)
+                        .expect("a fast write's address is not null");
+                    s.writer = Some(OpPtr(op));
+                    return;
+                }
+                Err(now) => f = now,
+            }
         }
     }
 
@@ -115,19 +171,21 @@ impl VarInner {
     }
 
     /// The completion of `op`, the write holding the var: leaves without
-    /// the lock when it is still a fast write. False when it was closed (or
+    /// the lock when it is still a fast write (`one_var` as given to
+    /// [`VarInner::make_fast_write_locked`]). False when it was closed (or
     /// never was fast): the caller completes it under the lock.
     ///
-    /// One CAS against the op's own address, not a load first: a load would
+    /// One CAS against the op's own word, not a load first: a load would
     /// fetch the line shared and the lock after it would fetch it again to
     /// own it.
     #[inline]
-    pub(super) fn try_leave_fast_write(&self, op: OpPtr) -> bool {
+    pub(super) fn try_leave_fast_write(&self, op: OpPtr, one_var: bool) -> bool {
+        let after = if one_var { IDLE } else { 0 };
         self.hot
             .fast
             .compare_exchange(
-                op.0.as_ptr() as usize as u64,
-                0,
+                word(op, one_var),
+                after,
                 Ordering::Release,
                 Ordering::Relaxed,
             )
@@ -139,7 +197,7 @@ impl VarInner {
     #[inline]
     pub(super) fn fast_write_running(&self) -> bool {
         let f = self.hot.fast.load(Ordering::Acquire);
-        f != 0 && f & OPEN == 0
+        f != 0 && f != IDLE && f & OPEN == 0
     }
 }
 
@@ -172,8 +230,9 @@ mod tests {
         OpPtr(NonNull::from(b))
     }
 
+    /// Completes `op`'s write of `v`, `op` naming `v` alone.
     fn complete_write(v: &VarInner, op: &OpBlock, ready: &mut ReadyList) -> bool {
-        v.complete_write(ptr(op), None, None, &FailedVars::new(), true, ready)
+        v.complete_write(ptr(op), true, None, None, &FailedVars::new(), true, ready)
     }
 
     fn ready_ops(mut ready: ReadyList) -> Vec<OpPtr> {
@@ -192,7 +251,7 @@ mod tests {
         // A completion that needed the lock would wait for `guard` forever.
         let (op, var) = (ptr(&ops[0]), &*v);
         let left = std::thread::scope(|s| {
-            s.spawn(move || var.try_leave_fast_write(op))
+            s.spawn(move || var.try_leave_fast_write(op, true))
                 .join()
                 .unwrap()
         });
@@ -201,6 +260,79 @@ mod tests {
         assert!(v.is_idle(true));
         v.orphan();
         assert_eq!(Arc::strong_count(&v), 1, "the self-reference was dropped");
+    }
+
+    #[test]
+    fn a_one_var_write_leaves_the_var_idle_for_the_next_one_var_op_without_the_lock() {
+        let v = var();
+        let ops = blocks(3);
+        let slot = VarSlot::new(&v);
+        // The first append takes the lock (and the var's self-reference).
+        assert!(v.append_write(ptr(&ops[0]), false).granted);
+        assert!(v.try_leave_fast_write(ptr(&ops[0]), true));
+        assert_eq!(v.hot.fast.load(Ordering::Relaxed), IDLE);
+        assert!(v.is_idle(true));
+        // While another thread holds the lock: a write takes the idle var,
+        // leaves it idle again, and a read opens an epoch on it.
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let var = &*v;
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let _guard = var.hot.state.lock();
+                locked_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+            });
+            locked_rx.recv().unwrap();
+            assert!(v.append_write(ptr(&ops[1]), false).granted);
+            assert!(v.fast_write_running());
+            assert!(v.try_leave_fast_write(ptr(&ops[1]), true));
+            assert!(v.append_read(ptr(&ops[2]), &slot).granted);
+            // SAFETY: this thread appended the read and completes it.
+            assert!(unsafe { slot.is_fast_read() });
+            assert!(v.fast_open());
+            release_tx.send(()).unwrap();
+        });
+        let mut ready = ReadyList::new();
+        assert!(!v.complete_fast_read(&mut ready));
+        // The epoch stays open until a write (or the last handle) closes it.
+        assert!(v.is_idle(false) && v.fast_open());
+        v.orphan();
+        assert_eq!(Arc::strong_count(&v), 1);
+    }
+
+    #[test]
+    fn a_locked_append_takes_an_idle_var_back_and_a_deleted_var_is_never_idle() {
+        let (v, u) = (var(), var());
+        let ops = blocks(4);
+        assert!(v.append_write(ptr(&ops[0]), false).granted);
+        assert!(v.try_leave_fast_write(ptr(&ops[0]), true));
+        assert_eq!(v.hot.fast.load(Ordering::Relaxed), IDLE);
+        // A two-var op takes `v` under the lock: the idle token goes.
+        let slots = [VarSlot::new(&v), VarSlot::new(&u)];
+        let (granted, _) = super::super::append_all(ptr(&ops[1]), &[], &slots, false);
+        assert_eq!(granted, 2);
+        assert!(v.fast_write_running() && u.fast_write_running());
+        for x in [&v, &u] {
+            assert!(x.try_leave_fast_write(ptr(&ops[1]), false));
+            assert_eq!(x.hot.fast.load(Ordering::Relaxed), 0);
+        }
+        // A deletion is granted under the lock and never fast; after it
+        // the var stays out of the lock-free paths, and a later append
+        // learns of the deletion.
+        assert!(v.append_write(ptr(&ops[2]), true).granted);
+        assert!(!v.fast_write_running());
+        let mut ready = ReadyList::new();
+        assert!(!complete_write(&v, &ops[2], &mut ready));
+        assert_eq!(v.hot.fast.load(Ordering::Relaxed), 0);
+        let a = v.append_write(ptr(&ops[3]), false);
+        assert!(a.granted && a.after_delete);
+        assert!(!v.fast_write_running());
+        assert!(!complete_write(&v, &ops[3], &mut ready));
+        for x in [&v, &u] {
+            x.orphan();
+            assert_eq!(Arc::strong_count(x), 1);
+        }
     }
 
     #[test]
@@ -223,7 +355,7 @@ mod tests {
         assert_eq!(ready_ops(ready), vec![ptr(&ops[2])]);
         // Granted from the queue, not at its push: under the lock.
         assert!(!v.fast_write_running());
-        assert!(!v.try_leave_fast_write(ptr(&ops[2])));
+        assert!(!v.try_leave_fast_write(ptr(&ops[2]), true));
         let mut ready = ReadyList::new();
         assert!(!complete_write(&v, &ops[2], &mut ready));
         assert!(ready.is_empty());
@@ -250,13 +382,25 @@ mod tests {
         let (granted, _) = super::super::append_all(ptr(&ops[2]), &[], &slots(&[&x, &y]), false);
         assert_eq!(granted, 2);
         assert!(x.fast_write_running() && y.fast_write_running());
-        assert!(x.try_leave_fast_write(ptr(&ops[2])) && y.try_leave_fast_write(ptr(&ops[2])));
+        assert!(x.try_leave_fast_write(ptr(&ops[2]), false));
+        assert!(y.try_leave_fast_write(ptr(&ops[2]), false));
+        // An op of several vars leaves them at 0, not idle: a locked
+        // append would have to take the token back.
+        assert_eq!(x.hot.fast.load(Ordering::Relaxed), 0);
         // ops[0] grants ops[1] its read; ops[1] then completes under the
         // locks.
         let mut ready = ReadyList::new();
         assert!(!complete_write(&r, &ops[0], &mut ready));
         assert!(!r.complete_read(&mut ready));
-        assert!(!complete_write(&w, &ops[1], &mut ready));
+        assert!(!w.complete_write(
+            ptr(&ops[1]),
+            false,
+            None,
+            None,
+            &FailedVars::new(),
+            true,
+            &mut ready
+        ));
         for v in [&r, &w, &x, &y] {
             assert!(v.is_idle(true));
             v.orphan();
@@ -312,7 +456,7 @@ mod tests {
             assert_eq!(s.writer, Some(ptr(&ops[0])));
         }
         assert!(
-            !v.try_leave_fast_write(ptr(&ops[0])),
+            !v.try_leave_fast_write(ptr(&ops[0]), true),
             "a settled write takes the lock"
         );
         let mut ready = ReadyList::new();

@@ -479,7 +479,7 @@ pub(crate) fn append_all(
     if granted == n {
         for (&(_, is_write, i), g) in order.iter().zip(guards.iter_mut()) {
             if is_write {
-                writes[i].make_fast_write_locked(g, op);
+                writes[i].make_fast_write_locked(g, op, false);
             }
         }
     }
@@ -516,7 +516,7 @@ fn append_two(op: OpPtr, reads: &[VarSlot], writes: &[VarSlot], deletes: bool) -
         // Ready at its push (see `make_fast_write_locked`).
         for ((v, is_write), g) in [(a, &mut ga), (b, &mut gb)] {
             if is_write {
-                v.make_fast_write_locked(g, op);
+                v.make_fast_write_locked(g, op, false);
             }
         }
     }

@@ -68,10 +68,16 @@ impl VarInner {
     /// deleted for every later append. Granted at once, the op is ready, so
     /// it is granted as a fast write (`fast_write.rs`).
     pub(crate) fn append_write(&self, op: OpPtr, deletes: bool) -> Appended {
+        // A deletion takes the lock, where later appends learn of it.
+        if !deletes {
+            if let Some(a) = self.try_take_idle_for_write(op) {
+                return a;
+            }
+        }
         let mut s = self.hot.state.lock();
         let a = self.append_write_locked(&mut s, op, deletes);
         if a.granted {
-            self.make_fast_write_locked(&mut s, op);
+            self.make_fast_write_locked(&mut s, op, true);
         }
         a
     }
@@ -224,6 +230,7 @@ impl VarInner {
     pub(crate) fn complete_write(
         &self,
         op: OpPtr,
+        one_var: bool,
         run_next: Option<OpPtr>,
         failure: Option<&Arc<Failure>>,
         failed_vars: &FailedVars,
@@ -248,7 +255,7 @@ impl VarInner {
         if let Some(f) = failure {
             self.record_failure(f, failed_vars);
         }
-        if self.try_leave_fast_write(op) {
+        if self.try_leave_fast_write(op, one_var) {
             return false;
         }
         let mut s = self.hot.state.lock();
