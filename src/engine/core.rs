@@ -40,7 +40,7 @@ use super::op::{
 };
 use super::ready::ReadyList;
 use super::signal::Signal;
-use super::var::{append_all, FailedVars, Var, VarId, VarInner, VarSlot};
+use super::var::{append_all, FailedVars, Var, VarId, VarInner, VarSlot, WriteExit};
 use super::EngineConfig;
 
 engine_thread_local! {
@@ -579,10 +579,13 @@ impl Core {
         for v in b.writes() {
             // SAFETY: as above.
             let run_next = unsafe { v.run_next() };
-            if v.complete_write(
+            let exit = WriteExit {
                 op,
                 one_var,
                 run_next,
+            };
+            if v.complete_write(
+                exit,
                 failure.as_ref(),
                 &self.failed_vars,
                 b.bump_version,

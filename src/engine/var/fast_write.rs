@@ -205,7 +205,7 @@ impl VarInner {
 mod tests {
     use std::ptr::NonNull;
 
-    use super::super::{FailedVars, VarId, VarSlot};
+    use super::super::{FailedVars, VarId, VarSlot, WriteExit};
     use super::*;
     use crate::engine::op::OpBlock;
     use crate::engine::ready::ReadyList;
@@ -232,7 +232,16 @@ mod tests {
 
     /// Completes `op`'s write of `v`, `op` naming `v` alone.
     fn complete_write(v: &VarInner, op: &OpBlock, ready: &mut ReadyList) -> bool {
-        v.complete_write(ptr(op), true, None, None, &FailedVars::new(), true, ready)
+        complete_write_of(v, op, true, ready)
+    }
+
+    fn complete_write_of(v: &VarInner, op: &OpBlock, one_var: bool, ready: &mut ReadyList) -> bool {
+        let exit = WriteExit {
+            op: ptr(op),
+            one_var,
+            run_next: None,
+        };
+        v.complete_write(exit, None, &FailedVars::new(), true, ready)
     }
 
     fn ready_ops(mut ready: ReadyList) -> Vec<OpPtr> {
@@ -392,15 +401,7 @@ mod tests {
         let mut ready = ReadyList::new();
         assert!(!complete_write(&r, &ops[0], &mut ready));
         assert!(!r.complete_read(&mut ready));
-        assert!(!w.complete_write(
-            ptr(&ops[1]),
-            false,
-            None,
-            None,
-            &FailedVars::new(),
-            true,
-            &mut ready
-        ));
+        assert!(!complete_write_of(&w, &ops[1], false, &mut ready));
         for v in [&r, &w, &x, &y] {
             assert!(v.is_idle(true));
             v.orphan();

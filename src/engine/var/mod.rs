@@ -65,6 +65,7 @@ use super::op::OpPtr;
 use super::ready::ReadyList;
 use queue::OpQueue;
 
+pub(crate) use protocol::WriteExit;
 pub(crate) use slot::VarSlot;
 
 /// Identity of a var: the engine that made it and its number there.

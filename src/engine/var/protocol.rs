@@ -8,6 +8,20 @@ use super::super::op::{prefetch_block, Intent, OpPtr};
 use super::super::ready::ReadyList;
 use super::{grant, Access, Appended, FailedVars, VarInner, VarSlot, VarState};
 
+/// How a completing op leaves a var it wrote
+/// ([`VarInner::complete_write`]).
+#[derive(Clone, Copy)]
+pub(crate) struct WriteExit {
+    /// The completing op.
+    pub(crate) op: OpPtr,
+    /// The op names this var alone: a fast write of it leaves the var idle
+    /// (`fast_write.rs`).
+    pub(crate) one_var: bool,
+    /// The next write of the op's run on this var (granted without the
+    /// lock), if any.
+    pub(crate) run_next: Option<OpPtr>,
+}
+
 /// The ops of a run, in push order.
 type Run = smallvec::SmallVec<[OpPtr; MAX_RUN]>;
 
@@ -229,25 +243,13 @@ impl VarInner {
     #[must_use]
     pub(crate) fn complete_write(
         &self,
-        op: OpPtr,
-        one_var: bool,
-        run_next: Option<OpPtr>,
+        exit: WriteExit,
         failure: Option<&Arc<Failure>>,
         failed_vars: &FailedVars,
         bump_version: bool,
         ready: &mut ReadyList,
     ) -> bool {
-        if let Some(next) = run_next {
-            if bump_version {
-                self.bump_version();
-            }
-            if let Some(f) = failure {
-                self.record_failure(f, failed_vars);
-            }
-            grant(next, ready);
-            return false;
-        }
-        // Both before the var is released, with or without the lock, so the
+        // Both before the var passes on, with or without the lock, so the
         // next op on it sees them.
         if bump_version {
             self.bump_version();
@@ -255,7 +257,11 @@ impl VarInner {
         if let Some(f) = failure {
             self.record_failure(f, failed_vars);
         }
-        if self.try_leave_fast_write(op, one_var) {
+        if let Some(next) = exit.run_next {
+            grant(next, ready);
+            return false;
+        }
+        if self.try_leave_fast_write(exit.op, exit.one_var) {
             return false;
         }
         let mut s = self.hot.state.lock();
