@@ -45,9 +45,10 @@
 //! The opener's store is `Release` and every append's CAS `Acquire` (an
 //! epoch opened from the idle token acquires the leave of the write before
 //! it): the RMW chain on `fast` carries the effects of the write completed
-//! before the epoch opened to every read of it. Completions' decrements are `AcqRel`,
-//! and the close's add (or the last completion's decrement) acquires all of
-//! them: every read of the epoch happens-before the write granted after it.
+//! before the epoch opened to every read of it. Completions' decrements are
+//! `AcqRel`, and the close's add (or the last completion's decrement)
+//! acquires all of them: every read of the epoch happens-before the write
+//! granted after it.
 
 use crate::sync::Ordering;
 
@@ -87,8 +88,9 @@ impl VarInner {
         }
     }
 
-    /// True while an epoch is open (stable under the lock, which every
-    /// open and close holds).
+    /// True while an epoch is open. Stable under the lock once the idle
+    /// token is out of the word (`close_fast_write_locked`): every other
+    /// open, and every close, holds the lock.
     #[inline]
     pub(super) fn fast_open(&self) -> bool {
         self.hot.fast.load(Ordering::Relaxed) & OPEN != 0

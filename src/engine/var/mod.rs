@@ -29,7 +29,8 @@
 //! counters instead of `readers` (`fast_read.rs`), writes queued back to
 //! back are granted as a run that passes the var from one to the next
 //! without its lock (`protocol.rs`), and a write with nothing queued behind
-//! it leaves the var with a CAS instead of the lock (`fast_write.rs`).
+//! it leaves the var with a CAS instead of the lock, after which a one-var
+//! op takes the idle var with a CAS as well (`fast_write.rs`).
 //!
 //! *Granting* an op decrements its `wait` counter; whoever brings it to zero
 //! owns the op and dispatches it. The counter starts at (number of vars + 1):
@@ -210,7 +211,8 @@ impl<T> std::ops::Deref for Line<T> {
 pub(crate) struct VarHot {
     pub(crate) state: Mutex<VarState>,
     /// The fast-read epoch, `OPEN` bit and reads counted in
-    /// (`fast_read.rs`), or the address of the fast write (`fast_write.rs`).
+    /// (`fast_read.rs`), or the fast write's address, or the idle token
+    /// (`fast_write.rs`).
     fast: AtomicU64,
 }
 
@@ -424,7 +426,8 @@ const APPEND_INLINE: usize = 24;
 /// ever run. Holding all the locks (two-phase locking) makes the appends of
 /// any two ops that share vars happen in one order on every shared var;
 /// taking the locks in one global order makes the locking deadlock-free.
-/// One-var ops — the common case — take one lock as before.
+/// One-var ops — the common case — take one lock, or none when the var is
+/// idle (`fast_write.rs`).
 ///
 /// An op that every var granted at once is ready: its writes become fast
 /// writes (`fast_write.rs`) before the locks are released.
