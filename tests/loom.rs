@@ -492,12 +492,23 @@ fn dropping_the_last_handle_with_a_fast_read_running_keeps_the_var_until_it_ends
                 *s.lock().unwrap() = Some(done);
             })
             .unwrap();
-        let t = thread::spawn(move || slot.lock().unwrap().take().unwrap().done());
-        drop(v);
-        t.join().unwrap();
-        engine.wait_for_all().unwrap();
-        assert!(engine.pending_ops().vars.is_empty());
+        drop_the_last_handle_while_completing(&engine, v, slot);
     });
+}
+
+/// Completes the parked op on a loom thread while this one drops `v`, the
+/// var's last handle: the var must be freed once (loom reports a leaked
+/// `Arc`) and nothing left pending.
+fn drop_the_last_handle_while_completing(
+    engine: &Engine,
+    v: depengine::Var,
+    slot: Arc<Mutex<Option<Completion>>>,
+) {
+    let t = thread::spawn(move || slot.lock().unwrap().take().unwrap().done());
+    drop(v);
+    t.join().unwrap();
+    engine.wait_for_all().unwrap();
+    assert!(engine.pending_ops().vars.is_empty());
 }
 
 /// A write granted with nothing queued behind it leaves the var with a CAS
@@ -545,11 +556,7 @@ fn dropping_the_last_handle_while_a_write_leaves_without_the_lock_frees_the_var_
         let engine = naive();
         let v = engine.new_var();
         let slot = parked_write(&engine, &v);
-        let t = thread::spawn(move || slot.lock().unwrap().take().unwrap().done());
-        drop(v);
-        t.join().unwrap();
-        engine.wait_for_all().unwrap();
-        assert!(engine.pending_ops().vars.is_empty());
+        drop_the_last_handle_while_completing(&engine, v, slot);
     });
 }
 

@@ -244,6 +244,15 @@ mod tests {
         v.complete_write(exit, None, &FailedVars::new(), true, ready)
     }
 
+    /// Drops the last handle of each var: each must free its self-reference
+    /// at once, nothing being pending on it.
+    fn orphan_all_and_check_freed(vars: &[&Arc<VarInner>]) {
+        for v in vars {
+            v.orphan();
+            assert_eq!(Arc::strong_count(v), 1, "{} kept its self-reference", v.id);
+        }
+    }
+
     fn ready_ops(mut ready: ReadyList) -> Vec<OpPtr> {
         std::iter::from_fn(|| ready.pop()).collect()
     }
@@ -267,8 +276,7 @@ mod tests {
         drop(guard);
         assert!(left);
         assert!(v.is_idle(true));
-        v.orphan();
-        assert_eq!(Arc::strong_count(&v), 1, "the self-reference was dropped");
+        orphan_all_and_check_freed(&[&v]);
     }
 
     #[test]
@@ -306,8 +314,7 @@ mod tests {
         assert!(!v.complete_fast_read(&mut ready));
         // The epoch stays open until a write (or the last handle) closes it.
         assert!(v.is_idle(false) && v.fast_open());
-        v.orphan();
-        assert_eq!(Arc::strong_count(&v), 1);
+        orphan_all_and_check_freed(&[&v]);
     }
 
     #[test]
@@ -338,10 +345,7 @@ mod tests {
         assert!(a.granted && a.after_delete);
         assert!(!v.fast_write_running());
         assert!(!complete_write(&v, &ops[3], &mut ready));
-        for x in [&v, &u] {
-            x.orphan();
-            assert_eq!(Arc::strong_count(x), 1);
-        }
+        orphan_all_and_check_freed(&[&v, &u]);
     }
 
     #[test]
@@ -370,8 +374,7 @@ mod tests {
         assert!(ready.is_empty());
         assert_eq!(v.done.version.load(Ordering::Relaxed), 2);
         assert!(v.is_idle(true));
-        v.orphan();
-        assert_eq!(Arc::strong_count(&v), 1);
+        orphan_all_and_check_freed(&[&v]);
     }
 
     #[test]
@@ -402,11 +405,8 @@ mod tests {
         assert!(!complete_write(&r, &ops[0], &mut ready));
         assert!(!r.complete_read(&mut ready));
         assert!(!complete_write_of(&w, &ops[1], false, &mut ready));
-        for v in [&r, &w, &x, &y] {
-            assert!(v.is_idle(true));
-            v.orphan();
-            assert_eq!(Arc::strong_count(v), 1);
-        }
+        assert!([&r, &w, &x, &y].iter().all(|v| v.is_idle(true)));
+        orphan_all_and_check_freed(&[&r, &w, &x, &y]);
     }
 
     #[test]
@@ -463,7 +463,6 @@ mod tests {
         let mut ready = ReadyList::new();
         assert!(!complete_write(&v, &ops[0], &mut ready));
         assert!(v.is_idle(true));
-        v.orphan();
-        assert_eq!(Arc::strong_count(&v), 1);
+        orphan_all_and_check_freed(&[&v]);
     }
 }
