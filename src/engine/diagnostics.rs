@@ -61,7 +61,7 @@ impl PendingReport {
         for v in vars {
             let mut s = v.hot.state.lock();
             // A write leaving without the lock would not be live below.
-            v.settle_locked(&mut s);
+            v.close_fast_write_locked(&mut s);
             let failure = v.done.failure.lock().as_ref().map(|f| f.to_string());
             let running_reads = s.readers as usize + v.fast_reads_running(&s) as usize;
             if running_reads == 0 && s.writer.is_none() && s.queue.is_empty() && failure.is_none() {

@@ -437,7 +437,6 @@ impl OpBlock {
         &self.vars[self.nwrites as usize..]
     }
 
-    /// Drops everything the op held; keeps the vectors' capacity for reuse.
     /// True when the fields a push fills hold nothing that needs a drop
     /// (`Core::push_to` forgets them instead of dropping them).
     pub(crate) fn is_reset(&mut self) -> bool {
@@ -449,6 +448,7 @@ impl OpBlock {
             && self.async_result.get_mut().is_none()
     }
 
+    /// Drops everything the op held; keeps the vectors' capacity for reuse.
     pub(crate) fn reset(&mut self) {
         self.vars.clear();
         self.nwrites = 0;

@@ -87,26 +87,26 @@ fn word(op: OpPtr, to_idle: bool) -> u64 {
 }
 
 impl VarInner {
-    /// Under the lock, right after `op` was granted the var at its push:
-    /// makes it a fast write unless something queued behind it meanwhile.
-    /// `one_var`: the op names this var alone (its fast write leaves the
-    /// var [`IDLE`]).
+    /// Under the lock taken for the append that granted `op` the var at
+    /// its push: makes it a fast write. `one_var`: the op names this var
+    /// alone (its fast write leaves the var [`IDLE`]).
     ///
     /// Only for an op that every one of its vars granted at its push
     /// ([`super::append_all`] decides): it is ready and starts at once, so
     /// it may well complete before the next append to the var. An op that
     /// still waits for other vars (a wavefront's cell, pushed far ahead of
     /// the workers) would nearly always be closed by the next append
-    /// first, and a closed fast write costs a swap at the close and a
-    /// failed CAS at the completion for nothing.
+    /// first, and a closed fast write costs a CAS at the close and a failed
+    /// CAS at the completion for nothing.
     #[inline]
     pub(super) fn make_fast_write_locked(&self, s: &mut VarState, op: OpPtr, one_var: bool) {
         debug_assert_eq!(s.writer, Some(op));
-        debug_assert!(s.readers == 0 && !s.draining);
+        // Granted on an idle var, under a lock held since: nothing queued.
+        debug_assert!(s.readers == 0 && !s.draining && s.queue.is_empty());
         // Once orphaned, the write that empties the var must drop its
         // self-reference, which takes the lock; once deleted, every later
         // append must take the lock to learn it.
-        if s.queue.is_empty() && !s.orphaned && !s.deleted {
+        if !s.orphaned && !s.deleted {
             debug_assert_eq!(self.hot.fast.load(Ordering::Relaxed), 0);
             s.writer = None;
             // Relaxed: the grant that hands `op` to its runner is ordered
@@ -135,9 +135,11 @@ impl VarInner {
     /// a running fast write the state's `writer` so that it completes under
     /// the lock. Afterwards the word is 0 or an open epoch, and changes
     /// only by lock-free reads counted into that epoch until the lock is
-    /// released.
+    /// released. Lock holders outside the protocol (diagnostics) call it
+    /// too, so that the state names every write holding the var and that
+    /// write cannot complete while they hold the lock.
     #[inline]
-    pub(super) fn close_fast_write_locked(&self, s: &mut VarState) {
+    pub(crate) fn close_fast_write_locked(&self, s: &mut VarState) {
         let mut f = self.hot.fast.load(Ordering::Acquire);
         loop {
             if f == 0 || f & OPEN != 0 {
@@ -161,13 +163,6 @@ impl VarInner {
                 Err(now) => f = now,
             }
         }
-    }
-
-    /// For lock holders outside the protocol (diagnostics): closes a fast
-    /// write so the state's `writer` names every write holding the var, and
-    /// that write cannot complete while the lock is held.
-    pub(crate) fn settle_locked(&self, s: &mut VarState) {
-        self.close_fast_write_locked(s);
     }
 
     /// The completion of `op`, the write holding the var: leaves without
@@ -251,6 +246,18 @@ mod tests {
             v.orphan();
             assert_eq!(Arc::strong_count(v), 1, "{} kept its self-reference", v.id);
         }
+    }
+
+    /// Drops the self-reference a completion handed over, as `complete`
+    /// does, and checks that the var is then free of the engine.
+    ///
+    /// # Safety
+    ///
+    /// A completion on `v` returned true, and nothing dropped its count yet.
+    unsafe fn drop_handed_self_ref(v: &Arc<VarInner>) {
+        // SAFETY: per the contract, that count is ours to drop.
+        unsafe { Arc::decrement_strong_count(Arc::as_ptr(v)) };
+        assert_eq!(Arc::strong_count(v), 1);
     }
 
     fn ready_ops(mut ready: ReadyList) -> Vec<OpPtr> {
@@ -423,9 +430,8 @@ mod tests {
             "the write that empties an orphaned var drops its self-reference"
         );
         assert!(ready.is_empty());
-        // SAFETY: the completion handed the self-reference over.
-        unsafe { Arc::decrement_strong_count(Arc::as_ptr(&v)) };
-        assert_eq!(Arc::strong_count(&v), 1);
+        // SAFETY: the completion above returned true.
+        unsafe { drop_handed_self_ref(&v) };
     }
 
     #[test]
@@ -441,9 +447,8 @@ mod tests {
         assert!(!v.fast_write_running());
         let mut ready = ReadyList::new();
         assert!(complete_write(&v, &ops[1], &mut ready));
-        // SAFETY: as above.
-        unsafe { Arc::decrement_strong_count(Arc::as_ptr(&v)) };
-        assert_eq!(Arc::strong_count(&v), 1);
+        // SAFETY: the completion above returned true.
+        unsafe { drop_handed_self_ref(&v) };
     }
 
     #[test]
@@ -453,7 +458,7 @@ mod tests {
         assert!(v.append_write(ptr(&ops[0]), false).granted);
         {
             let mut s = v.hot.state.lock();
-            v.settle_locked(&mut s);
+            v.close_fast_write_locked(&mut s);
             assert_eq!(s.writer, Some(ptr(&ops[0])));
         }
         assert!(
