@@ -59,10 +59,10 @@ pub(crate) fn cpu_count() -> usize {
 // ---------------------------------------------------------------------------
 
 #[cfg(not(loom))]
-pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
+pub(crate) use parking_lot::{Condvar, Mutex};
 
 #[cfg(loom)]
-pub(crate) use self::loom_mutex::{Condvar, Mutex, MutexGuard};
+pub(crate) use self::loom_mutex::{Condvar, Mutex};
 
 #[cfg(loom)]
 #[allow(dead_code)] // the shim mirrors the whole API; not every method is used
@@ -132,6 +132,125 @@ mod loom_mutex {
         pub(crate) fn notify_all(&self) -> usize {
             self.0.notify_all();
             0
+        }
+    }
+}
+
+/// A mutex whose `try_lock` loom models faithfully: the vars' locks, which
+/// `append_all` first only tries. Outside loom it is parking_lot's.
+///
+/// loom's own mutex (0.7) treats a thread whose next step is a `try_lock`
+/// like one waiting in `lock`: once another thread takes the mutex, the
+/// trying thread is blocked until it is released, where a real `try_lock`
+/// would fail and go on. A model whose tried lock is taken by a thread that
+/// then waits for a lock the trying thread holds is reported as a deadlock
+/// that no real run has. Under loom the lock is therefore a flag taken by
+/// compare-and-swap, which `try_lock` tries once; `lock` waits on a loom
+/// condition variable instead of spinning, which would multiply the
+/// schedules loom explores.
+#[cfg(not(loom))]
+pub(crate) use parking_lot::{Mutex as TryMutex, MutexGuard as TryMutexGuard};
+
+#[cfg(loom)]
+pub(crate) use self::loom_try_mutex::{TryMutex, TryMutexGuard};
+
+#[cfg(loom)]
+mod loom_try_mutex {
+    use std::cell::UnsafeCell;
+    use std::ops::{Deref, DerefMut};
+
+    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// See [`super::TryMutex`].
+    #[derive(Debug)]
+    pub(crate) struct TryMutex<T> {
+        locked: AtomicBool,
+        /// Threads waiting in `lock`, counted under `park`.
+        waiting: AtomicUsize,
+        park: loom::sync::Mutex<()>,
+        unlocked: loom::sync::Condvar,
+        data: UnsafeCell<T>,
+    }
+
+    // SAFETY: the data is reached only through a guard, and at most one
+    // guard exists at a time (the `locked` flag), as in any mutex.
+    unsafe impl<T: Send> Sync for TryMutex<T> {}
+    // SAFETY: moving the mutex moves the data it owns.
+    unsafe impl<T: Send> Send for TryMutex<T> {}
+
+    /// Guard of [`TryMutex`]; unlocks when dropped.
+    pub(crate) struct TryMutexGuard<'a, T>(&'a TryMutex<T>);
+
+    impl<T> TryMutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            TryMutex {
+                locked: AtomicBool::new(false),
+                waiting: AtomicUsize::new(0),
+                park: loom::sync::Mutex::new(()),
+                unlocked: loom::sync::Condvar::new(),
+                data: UnsafeCell::new(value),
+            }
+        }
+
+        pub(crate) fn lock(&self) -> TryMutexGuard<'_, T> {
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            let mut park = self.park.lock().expect("loom mutex poisoned");
+            // Either the unlock's read-modify-write of `waiting` comes
+            // first, and this one (acquire) then sees the unlock's store,
+            // so the retry below finds the lock free; or it comes after
+            // this one, and the unlock notifies under `park`. (loom does
+            // not model SeqCst stores and loads beyond acquire/release, so
+            // the store-then-load of the unlock could not argue this.)
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+            loop {
+                if let Some(g) = self.try_lock() {
+                    self.waiting.fetch_sub(1, Ordering::AcqRel);
+                    return g;
+                }
+                park = self.unlocked.wait(park).expect("loom mutex poisoned");
+            }
+        }
+
+        pub(crate) fn try_lock(&self) -> Option<TryMutexGuard<'_, T>> {
+            // Acquire: pairs with the unlock's store, so the holder sees
+            // every change made under the lock before.
+            self.locked
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .ok()
+                .map(|_| TryMutexGuard(self))
+        }
+    }
+
+    impl<T> Deref for TryMutexGuard<'_, T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            // SAFETY: this guard holds the lock, so no `&mut` to the data
+            // exists elsewhere while the borrow lives.
+            unsafe { &*self.0.data.get() }
+        }
+    }
+
+    impl<T> DerefMut for TryMutexGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            // SAFETY: this guard holds the lock, and `&mut self` makes the
+            // borrow the only one through it.
+            unsafe { &mut *self.0.data.get() }
+        }
+    }
+
+    impl<T> Drop for TryMutexGuard<'_, T> {
+        fn drop(&mut self) {
+            let m = self.0;
+            m.locked.store(false, Ordering::Release);
+            // A read-modify-write, not a load: see `lock`.
+            if m.waiting.fetch_add(0, Ordering::AcqRel) > 0 {
+                // Taking `park` orders the notify after a waiter that
+                // counted itself has entered its wait (which releases it).
+                let _park = m.park.lock().expect("loom mutex poisoned");
+                m.unlocked.notify_all();
+            }
         }
     }
 }

@@ -228,6 +228,56 @@ fn concurrent_pushers_cannot_queue_ops_in_opposite_orders() {
     });
 }
 
+/// Ops of three or more vars first only try the locks, in the op's own
+/// order, and fall back to var-id order when one is held: two pushers whose
+/// ops name shared vars in opposite orders must neither deadlock on the
+/// locks nor queue the ops in opposite orders on two vars.
+#[test]
+fn pushers_trying_three_locks_in_opposite_orders_take_one_order() {
+    model(|| {
+        let engine = naive();
+        let (a, b, c) = (engine.new_var(), engine.new_var(), engine.new_var());
+        // Hold a and c so that both pushes below queue behind the holders.
+        let sa = parked_write(&engine, &a);
+        let sc = parked_write(&engine, &c);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (e2, a2, b2, c2, o2) = (
+            engine.clone(),
+            a.clone(),
+            b.clone(),
+            c.clone(),
+            order.clone(),
+        );
+        let t = thread::spawn(move || {
+            // Tried in the order c, b, a.
+            e2.push(
+                OpDesc::new("cba").writes(&c2).reads(&[&b2, &a2]),
+                move |_| {
+                    o2.lock().unwrap().push("cba");
+                    Ok(())
+                },
+            )
+            .unwrap();
+        });
+        let o = order.clone();
+        // Tried in the order a, b, c.
+        engine
+            .push(OpDesc::new("abc").writes(&a).reads(&[&b, &c]), move |_| {
+                o.lock().unwrap().push("abc");
+                Ok(())
+            })
+            .unwrap();
+        t.join().unwrap();
+        sa.lock().unwrap().take().unwrap().done();
+        sc.lock().unwrap().take().unwrap().done();
+        // Opposite orders on a and c would be a cycle, and this wait would
+        // never return: loom reports it as a deadlock.
+        engine.wait_for_all().unwrap();
+        assert_eq!(order.lock().unwrap().len(), 2);
+        assert_eq!((a.version(), b.version(), c.version()), (2, 0, 2));
+    });
+}
+
 #[test]
 fn a_failed_write_is_seen_by_the_op_after_it() {
     model(|| {

@@ -943,7 +943,8 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Copies the op's vars into the block: writes first (deduplicated), then
 /// reads that are not written (deduplicated) — rule 2. An op with many vars
-/// has each part sorted by var id, which `append_all` locks in.
+/// has each part sorted by var id, the order in which `append_all` takes the
+/// locks when trying them in the op's order fails.
 fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super::op::VarList<'_>) {
     // A many-var op is sorted by id (a load from each var's line); a few
     // vars are only compared, by address, which needs no load.

@@ -1,7 +1,7 @@
 //! Appending ops to a var and completing them: the per-var rules (see the
 //! module docs of `var`), runs of writes, and the var's self-reference.
 
-use crate::sync::{Arc, MutexGuard, Ordering};
+use crate::sync::{Arc, Ordering, TryMutexGuard};
 
 use super::super::error::Failure;
 use super::super::op::{prefetch_block, Intent, OpPtr};
@@ -214,7 +214,7 @@ impl VarInner {
     /// Returns as [`VarInner::complete_read`].
     fn unlock_and_start(
         &self,
-        mut s: MutexGuard<'_, VarState>,
+        mut s: TryMutexGuard<'_, VarState>,
         run: &Run,
         ready: &mut ReadyList,
     ) -> bool {
