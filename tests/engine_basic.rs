@@ -116,6 +116,42 @@ fn duplicate_vars_count_once_and_read_write_is_a_write() {
     }
 }
 
+/// Small ops are deduplicated pairwise, large ones (over 32 vars) by
+/// sorting: both must leave each var once, written if any entry writes it.
+#[test]
+fn duplicates_are_removed_on_both_sides_of_the_pairwise_bound() {
+    for engine in engines() {
+        for n in [5usize, 16, 31, 33, 60] {
+            let vars: Vec<_> = (0..n).map(|_| engine.new_var()).collect();
+            // Every var read twice, in reverse order the second time; every
+            // third var also written twice.
+            let reads: Vec<_> = vars.iter().chain(vars.iter().rev()).collect();
+            let writes: Vec<_> = vars
+                .iter()
+                .step_by(3)
+                .chain(vars.iter().step_by(3))
+                .collect();
+            let vs = vars.clone();
+            let declared = engine
+                .push_sync(
+                    OpDesc::new("dups").reads(&reads).writes(&writes),
+                    move |ctx| {
+                        Ok(vs
+                            .iter()
+                            .map(|v| (ctx.declares_read(v), ctx.declares_write(v)))
+                            .collect::<Vec<_>>())
+                    },
+                )
+                .unwrap();
+            for (i, v) in vars.iter().enumerate() {
+                let written = i % 3 == 0;
+                assert_eq!(declared[i], (!written, written), "n = {n}, var {i}");
+                assert_eq!(v.version(), written as u64, "n = {n}, var {i}");
+            }
+        }
+    }
+}
+
 #[test]
 fn op_context_reports_declared_access() {
     for engine in engines() {

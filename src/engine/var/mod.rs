@@ -481,7 +481,7 @@ pub(crate) fn append_all(
         // to one engine (checked at push), so they give a total lock order;
         // unlike addresses, the same in every run, which loom's replays
         // rely on. `fill_vars` already sorts the reads and the writes of an
-        // op with more than 16 vars by id, so for those the sort below only
+        // op with more than 32 vars by id, so for those the sort below only
         // merges two sorted runs.
         let mut order: smallvec::SmallVec<[(u64, &VarSlot, bool); APPEND_INLINE]> = writes
             .iter()
