@@ -610,6 +610,16 @@ fn dropping_the_last_handle_while_a_write_leaves_without_the_lock_frees_the_var_
     });
 }
 
+/// An op body that adds one to `d` with a load and a store, not one RMW:
+/// a lost update shows two writes the protocol did not order.
+fn bump(d: Arc<AtomicUsize>) -> impl FnOnce(&depengine::OpCtx<'_>) -> depengine::OpResult {
+    move |_| {
+        let x = d.load(Ordering::Relaxed);
+        d.store(x + 1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 /// A one-var write leaves its var idle, and the next one-var op takes it
 /// with a CAS (`var/fast_write.rs`). Here a one-var write (lock-free when
 /// the var is idle) races a two-var op's write, whose append takes the idle
@@ -622,15 +632,6 @@ fn a_write_taking_an_idle_var_without_the_lock_races_a_locked_append() {
         let (v, u) = (engine.new_var(), engine.new_var());
         let data = Arc::new(AtomicUsize::new(0));
         // Runs inline at its push and leaves `v` idle.
-        let bump = |d: Arc<AtomicUsize>| {
-            move |_: &depengine::OpCtx<'_>| {
-                // A load and a store, not one RMW: a lost update shows
-                // two writes the protocol did not order.
-                let x = d.load(Ordering::Relaxed);
-                d.store(x + 1, Ordering::Relaxed);
-                Ok(())
-            }
-        };
         engine
             .push(OpDesc::new("w0").writes(&v), bump(data.clone()))
             .unwrap();
@@ -673,13 +674,8 @@ fn a_read_and_a_write_racing_for_an_idle_var_take_one_order() {
             })
             .unwrap();
         });
-        let d = data.clone();
         engine
-            .push(OpDesc::new("w1").writes(&v), move |_| {
-                let x = d.load(Ordering::Relaxed);
-                d.store(x + 1, Ordering::Relaxed);
-                Ok(())
-            })
+            .push(OpDesc::new("w1").writes(&v), bump(data.clone()))
             .unwrap();
         t.join().unwrap();
         engine.wait_for_all().unwrap();

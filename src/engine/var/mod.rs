@@ -528,20 +528,19 @@ fn append_two(op: OpPtr, reads: &[VarSlot], writes: &[VarSlot], deletes: bool) -
             (&writes[i - reads.len()], true)
         }
     };
-    let (mut a, mut b) = (all(0), all(1));
-    // Optimistic as in `append_all`: the second lock is only tried, so
-    // holding the first out of order cannot deadlock.
+    let (a, b) = (all(0), all(1));
+    // Optimistic as in `append_all`: the second lock is only tried. When it
+    // is held elsewhere, a thread holding the first may wait for it only if
+    // that is var-id order; otherwise it lets go and takes them in order.
     let (mut ga, mut gb) = {
         let ga = a.0.hot.state.lock();
         match b.0.hot.state.try_lock() {
             Some(gb) => (ga, gb),
+            None if a.0.id.id < b.0.id.id => (ga, b.0.hot.state.lock()),
             None => {
                 drop(ga);
-                if a.0.id.id > b.0.id.id {
-                    std::mem::swap(&mut a, &mut b);
-                }
-                let ga = a.0.hot.state.lock();
-                (ga, b.0.hot.state.lock())
+                let gb = b.0.hot.state.lock();
+                (a.0.hot.state.lock(), gb)
             }
         }
     };
