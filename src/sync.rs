@@ -206,21 +206,28 @@ mod spin_try_mutex {
         }
 
         /// Waits on plain loads, so that waiters share the line instead of
-        /// taking it from the holder. Spinning pays while the holder runs;
-        /// a lock still held after the back-off's spins and yields has a
-        /// holder that was preempted (more threads than cores), and the
-        /// waiter then sleeps in short naps to leave it the core instead
-        /// of burning its own in `yield` calls.
+        /// taking it from the holder: three short spins (2, 4 and 8 pause
+        /// instructions, as parking_lot's mutex spins before it parks),
+        /// then seven yields, then naps. A holder that runs lets go within
+        /// the spins; one still holding after them was likely preempted
+        /// (more threads than cores), and the core is better given to it.
+        /// Spinning longer first (crossbeam's back-off, 127 pauses) made
+        /// `fan` and `randsum` at 2 workers faster and `chain` and
+        /// `wavefront` slower, 8-10%, where three threads share two cores;
+        /// this schedule was ahead of parking_lot's mutex on all four
+        /// (`BENCHMARKS.md`). Past the yields the waiter naps, so as not to
+        /// burn its core in `yield` calls while the holder waits for one.
         #[cold]
         fn lock_contended(&self) -> TryMutexGuard<'_, T> {
-            let backoff = crossbeam_utils::Backoff::new();
+            let mut looks = 0u32;
             loop {
                 while self.locked.load(Ordering::Relaxed) {
-                    if backoff.is_completed() {
-                        std::thread::sleep(PREEMPTED_HOLDER_NAP);
-                    } else {
-                        backoff.snooze();
+                    match looks {
+                        0..=2 => (0..2u32 << looks).for_each(|_| std::hint::spin_loop()),
+                        3..=9 => std::thread::yield_now(),
+                        _ => std::thread::sleep(PREEMPTED_HOLDER_NAP),
                     }
+                    looks = looks.saturating_add(1);
                 }
                 if let Some(g) = self.try_lock() {
                     return g;
