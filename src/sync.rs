@@ -141,10 +141,11 @@ mod loom_mutex {
 /// Outside loom it is `spin_try_mutex::TryMutex`: a var's lock guards a
 /// few dozen instructions and is never held across a wait, so a waiter
 /// spins, then yields, then naps, instead of parking, and the unlock is a
-/// plain release store. parking_lot's unlock is a compare-and-swap (it must see
-/// whether a waiter parked), so every lock and unlock cost two locked
-/// instructions; with one the one-thread pushes got 4-9% faster
-/// (`BENCHMARKS.md`, "The var lock without a locked unlock").
+/// plain release store. parking_lot's unlock is a compare-and-swap (it
+/// must see whether a waiter parked), so every lock and unlock cost two
+/// locked instructions; with one, one-thread pushes of ops of several
+/// vars got 3-9% faster (`BENCHMARKS.md`, "The var lock without a locked
+/// unlock").
 ///
 /// Under loom it is `loom_try_mutex::TryMutex`. loom's own mutex (0.7)
 /// treats a thread whose next step is a `try_lock` like one waiting in
