@@ -41,6 +41,33 @@ fn parked_write(engine: &Engine, v: &depengine::Var) -> Arc<Mutex<Option<Complet
     slot
 }
 
+/// An op for [`push_from_two_threads`]: its name, writes and reads.
+type RacingOp = (&'static str, Vec<depengine::Var>, Vec<depengine::Var>);
+
+/// Pushes `theirs` from a new loom thread while this one pushes `ours`;
+/// each op records its name when it runs. Returns the record once the other
+/// thread's push has returned.
+fn push_from_two_threads(
+    engine: &Engine,
+    theirs: RacingOp,
+    ours: RacingOp,
+) -> Arc<Mutex<Vec<&'static str>>> {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let push = |engine: &Engine, (name, writes, reads): RacingOp, order: Arc<Mutex<Vec<_>>>| {
+        engine
+            .push(OpDesc::new(name).writes(&writes).reads(&reads), move |_| {
+                order.lock().unwrap().push(name);
+                Ok(())
+            })
+            .unwrap();
+    };
+    let (e2, o2) = (engine.clone(), order.clone());
+    let t = thread::spawn(move || push(&e2, theirs, o2));
+    push(engine, ours, order.clone());
+    t.join().unwrap();
+    order
+}
+
 #[test]
 fn read_never_runs_before_the_write_pushed_before_it() {
     model(|| {
@@ -202,23 +229,11 @@ fn concurrent_pushers_cannot_queue_ops_in_opposite_orders() {
         // Hold a and b so that both pushes below queue behind the holders.
         let sa = parked_write(&engine, &a);
         let sb = parked_write(&engine, &b);
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let (e2, a2, b2, o2) = (engine.clone(), a.clone(), b.clone(), order.clone());
-        let t = thread::spawn(move || {
-            e2.push(OpDesc::new("ba").writes(&[&b2, &a2]), move |_| {
-                o2.lock().unwrap().push("ba");
-                Ok(())
-            })
-            .unwrap();
-        });
-        let o = order.clone();
-        engine
-            .push(OpDesc::new("ab").writes(&[&a, &b]), move |_| {
-                o.lock().unwrap().push("ab");
-                Ok(())
-            })
-            .unwrap();
-        t.join().unwrap();
+        let order = push_from_two_threads(
+            &engine,
+            ("ba", vec![b.clone(), a.clone()], vec![]),
+            ("ab", vec![a.clone(), b.clone()], vec![]),
+        );
         sa.lock().unwrap().take().unwrap().done();
         sb.lock().unwrap().take().unwrap().done();
         // A cycle between the two ops would leave this waiting forever, which
@@ -240,34 +255,12 @@ fn pushers_trying_three_locks_in_opposite_orders_take_one_order() {
         // Hold a and c so that both pushes below queue behind the holders.
         let sa = parked_write(&engine, &a);
         let sc = parked_write(&engine, &c);
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let (e2, a2, b2, c2, o2) = (
-            engine.clone(),
-            a.clone(),
-            b.clone(),
-            c.clone(),
-            order.clone(),
+        // Tried in the orders c, b, a and a, b, c.
+        let order = push_from_two_threads(
+            &engine,
+            ("cba", vec![c.clone()], vec![b.clone(), a.clone()]),
+            ("abc", vec![a.clone()], vec![b.clone(), c.clone()]),
         );
-        let t = thread::spawn(move || {
-            // Tried in the order c, b, a.
-            e2.push(
-                OpDesc::new("cba").writes(&c2).reads(&[&b2, &a2]),
-                move |_| {
-                    o2.lock().unwrap().push("cba");
-                    Ok(())
-                },
-            )
-            .unwrap();
-        });
-        let o = order.clone();
-        // Tried in the order a, b, c.
-        engine
-            .push(OpDesc::new("abc").writes(&a).reads(&[&b, &c]), move |_| {
-                o.lock().unwrap().push("abc");
-                Ok(())
-            })
-            .unwrap();
-        t.join().unwrap();
         sa.lock().unwrap().take().unwrap().done();
         sc.lock().unwrap().take().unwrap().done();
         // Opposite orders on a and c would be a cycle, and this wait would
