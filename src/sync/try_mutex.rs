@@ -19,6 +19,11 @@
 //!   trying thread holds is reported as a deadlock that no real run has.
 //!   Here `try_lock` tries once; `lock` waits on the condition variable
 //!   instead of spinning, which would multiply the schedules loom explores.
+//!
+//! The spinning lock is built under loom too, for a model of its own
+//! (`loom_models` below, run by `scripts/loom.sh`): x86 orders every store
+//! and load, so a test on this machine cannot catch a weak ordering in its
+//! acquire or release; loom can. Its waits become loom yields there.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
@@ -101,15 +106,34 @@ impl<T> Drop for TryMutexGuard<'_, T> {
     }
 }
 
-#[cfg(not(loom))]
+// Under loom only its own model uses it (the engine uses `modelled`).
+#[cfg(any(not(loom), test))]
 mod spin {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
+    use crate::sync::{AtomicBool, Ordering};
 
     /// How long a waiter sleeps between looks at a lock whose holder seems
     /// preempted: short against a scheduler's time slice, long against a
     /// critical section.
-    const PREEMPTED_HOLDER_NAP: Duration = Duration::from_micros(20);
+    #[cfg(not(loom))]
+    const PREEMPTED_HOLDER_NAP: std::time::Duration = std::time::Duration::from_micros(20);
+
+    /// What a waiter does after its `looks`-th look found the lock held.
+    #[cfg(not(loom))]
+    #[inline]
+    fn wait_after(looks: u32) {
+        match looks {
+            0..=2 => (0..2u32 << looks).for_each(|_| std::hint::spin_loop()),
+            3..=9 => std::thread::yield_now(),
+            _ => std::thread::sleep(PREEMPTED_HOLDER_NAP),
+        }
+    }
+
+    /// Under loom every wait is a yield: loom runs another thread, as it
+    /// must for a spin loop to end.
+    #[cfg(loom)]
+    fn wait_after(_looks: u32) {
+        loom::thread::yield_now();
+    }
 
     /// The test-and-test-and-set flag: see the module docs.
     pub(super) struct RawTryLock {
@@ -147,11 +171,7 @@ mod spin {
             let mut looks = 0u32;
             loop {
                 while self.locked.load(Ordering::Relaxed) {
-                    match looks {
-                        0..=2 => (0..2u32 << looks).for_each(|_| std::hint::spin_loop()),
-                        3..=9 => std::thread::yield_now(),
-                        _ => std::thread::sleep(PREEMPTED_HOLDER_NAP),
-                    }
+                    wait_after(looks);
                     looks = looks.saturating_add(1);
                 }
                 if self.try_lock() {
@@ -176,7 +196,7 @@ mod spin {
             self.locked.store(false, Ordering::Release);
         }
 
-        #[cfg(test)]
+        #[cfg(all(test, not(loom)))]
         pub(super) fn is_locked(&self) -> bool {
             self.locked.load(Ordering::Relaxed)
         }
@@ -328,5 +348,90 @@ mod tests {
         }
         let total = THREADS as u64 * ROUNDS;
         assert_eq!(*m.lock(), (total, total));
+    }
+}
+
+/// loom models of the spinning lock (the engine's models use `modelled`).
+/// Run by `scripts/loom.sh` (`cargo test --lib loom_models` under
+/// `--cfg loom`).
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::spin::RawTryLock;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.check(f);
+    }
+
+    /// Adds one to the count under the lock, taken by `try_lock` first
+    /// when `tries` (as `append_all` does), else by `lock`. loom's cell
+    /// reports two holders at once, and a holder that does not see the
+    /// previous holder's write (an unlock or a lock too weakly ordered).
+    fn add_one(lock: &RawTryLock, count: &UnsafeCell<u32>, tries: bool) {
+        if !(tries && lock.try_lock()) {
+            lock.lock();
+        }
+        count.with_mut(|c| {
+            // SAFETY: the lock is held, so no other thread reaches the
+            // cell (which loom checks).
+            unsafe { *c += 1 }
+        });
+        lock.unlock();
+    }
+
+    /// Two threads, one of which tries first, each add one under the lock
+    /// while the lock is also taken and released by the first: every
+    /// schedule ends with 2, with no access loom finds racing. (Two
+    /// threads: with a third, the spinning loads multiply the schedules
+    /// past what CI can wait for.)
+    #[test]
+    fn the_spinning_lock_excludes_and_publishes_what_its_holder_wrote() {
+        model(|| {
+            let shared = Arc::new((RawTryLock::new(), UnsafeCell::new(0u32)));
+            let other = {
+                let shared = shared.clone();
+                thread::spawn(move || add_one(&shared.0, &shared.1, true))
+            };
+            add_one(&shared.0, &shared.1, false);
+            other.join().unwrap();
+            // SAFETY: the other thread has ended (the join orders its
+            // accesses before this one).
+            let total = shared.1.with(|c| unsafe { *c });
+            assert_eq!(total, 2, "an update under the lock was lost");
+        });
+    }
+
+    /// A `try_lock` that fails leaves the holder's lock held: the holder's
+    /// update and the late one's never overlap, whichever comes first.
+    #[test]
+    fn a_failed_try_leaves_the_lock_to_its_holder() {
+        model(|| {
+            let shared = Arc::new((RawTryLock::new(), UnsafeCell::new(0u32)));
+            let late = {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    if shared.0.try_lock() {
+                        shared.1.with_mut(|c| {
+                            // SAFETY: this thread holds the lock.
+                            unsafe { *c += 10 }
+                        });
+                        shared.0.unlock();
+                    }
+                })
+            };
+            add_one(&shared.0, &shared.1, false);
+            late.join().unwrap();
+            shared.0.lock();
+            // SAFETY: the lock is held and the other thread has ended.
+            let total = shared.1.with(|c| unsafe { *c });
+            shared.0.unlock();
+            assert!(total == 1 || total == 11, "count {total}");
+        });
     }
 }
