@@ -8,5 +8,5 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}"
 cargo test --release --test loom "$@"
 # Models of engine internals the public API cannot reach (the worker pools'
-# sleep protocol), kept next to the code they model.
+# sleep protocol, the spinning var lock), kept next to the code they model.
 cargo test --release --lib loom_models "$@"
