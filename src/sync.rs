@@ -42,6 +42,18 @@ pub(crate) mod unmodelled {
     pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 }
 
+/// Runs a loom model of engine internals (the lib's `loom_models`) with
+/// at most two preemptions unless `LOOM_MAX_PREEMPTIONS` says otherwise,
+/// as `tests/loom.rs` runs the protocol's.
+#[cfg(all(test, loom))]
+pub(crate) fn loom_model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder.check(f);
+}
+
 /// Number of logical CPUs, for default worker counts.
 pub(crate) fn cpu_count() -> usize {
     #[cfg(loom)]

@@ -357,17 +357,10 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::spin::RawTryLock;
+    use crate::sync::loom_model as model;
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;
-
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut builder = loom::model::Builder::new();
-        if builder.preemption_bound.is_none() {
-            builder.preemption_bound = Some(2);
-        }
-        builder.check(f);
-    }
 
     /// Adds one to the count under the lock, taken by `try_lock` first
     /// when `tries` (as `append_all` does), else by `lock`. loom's cell
@@ -385,11 +378,10 @@ mod loom_models {
         lock.unlock();
     }
 
-    /// Two threads, one of which tries first, each add one under the lock
-    /// while the lock is also taken and released by the first: every
-    /// schedule ends with 2, with no access loom finds racing. (Two
-    /// threads: with a third, the spinning loads multiply the schedules
-    /// past what CI can wait for.)
+    /// Two threads each add one under the lock, one of them trying it
+    /// first: every schedule ends with 2, with no access loom finds racing.
+    /// (Two threads: with a third, the spinning loads multiply the
+    /// schedules past what CI can wait for.)
     #[test]
     fn the_spinning_lock_excludes_and_publishes_what_its_holder_wrote() {
         model(|| {

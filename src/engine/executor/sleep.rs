@@ -270,15 +270,8 @@ mod loom_models {
     use crate::sync::AtomicBool;
     use std::sync::Arc;
 
+    use crate::sync::loom_model as model;
     use loom::thread;
-
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut builder = loom::model::Builder::new();
-        if builder.preemption_bound.is_none() {
-            builder.preemption_bound = Some(2);
-        }
-        builder.check(f);
-    }
 
     /// Takes one queued item if there is one (the worker's `find`).
     fn take(items: &AtomicUsize) -> bool {
