@@ -523,6 +523,50 @@ fn a_write_waits_for_fast_reads_and_a_racing_read_takes_one_side() {
     });
 }
 
+/// A write's completion grants the reads queued behind it and counts
+/// them in as a fast-read epoch under the var's lock. Here the read also
+/// waits for `y`, whose write another thread completes, so the read can
+/// run and complete (counting itself out without the lock) before that
+/// count or after it; and the next write of `x`, pushed by this thread
+/// while the other two complete theirs, finds the epoch open (and closes
+/// it) or queues behind the read (and the epoch is closed at once). In
+/// every order the read runs before that write. (Mutations caught: the
+/// close not counting the reads, the epoch left open with a write queued,
+/// the already drained close not granting the write.)
+#[test]
+fn reads_granted_from_the_queue_count_in_after_they_may_have_completed() {
+    model(|| {
+        let engine = naive();
+        let (x, y) = (engine.new_var(), engine.new_var());
+        let wx = parked_write(&engine, &x);
+        let wy = parked_write(&engine, &y);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        engine
+            .push(OpDesc::new("r").reads(&x).writes(&y), move |_| {
+                l.lock().unwrap().push("r");
+                Ok(())
+            })
+            .unwrap();
+        let complete = |slot: Arc<Mutex<Option<Completion>>>| {
+            thread::spawn(move || slot.lock().unwrap().take().expect("started").done())
+        };
+        let (a, b) = (complete(wx), complete(wy));
+        let l = log.clone();
+        engine
+            .push(OpDesc::new("w").writes(&x), move |_| {
+                l.lock().unwrap().push("w");
+                Ok(())
+            })
+            .unwrap();
+        a.join().unwrap();
+        b.join().unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(*log.lock().unwrap(), ["r", "w"]);
+        assert_eq!(x.version(), 2);
+    });
+}
+
 #[test]
 fn dropping_the_last_handle_with_a_fast_read_running_keeps_the_var_until_it_ends() {
     model(|| {

@@ -440,7 +440,7 @@ impl Core {
         // it. (The skip check below reads the vars' lines only while some
         // var carries a failure, which is what leaves the body room to
         // hide them.) A completion that will not lock a var (a write
-        // inside a run, a fast read) leaves that var's lock line alone:
+        // inside a run, a read) leaves that var's lock line alone:
         // in a chain the pusher is appending there, and taking the line
         // early would only make it cross between the two cores once more.
         for v in b.writes() {
@@ -453,12 +453,7 @@ impl Core {
             v.prefetch_done_line();
         }
         for v in b.reads() {
-            // SAFETY: as above.
-            if unsafe { v.is_fast_read() } {
-                v.prefetch_done_line();
-            } else {
-                v.prefetch_lock_line();
-            }
+            v.prefetch_done_line();
         }
         let mut skip = None;
         if !b.property.never_skipped() && !self.failed_vars.none() {
@@ -562,14 +557,7 @@ impl Core {
         };
         let mut ready = ReadyList::new();
         for v in b.reads() {
-            // SAFETY: this thread completes the op, so it owns it.
-            let fast = unsafe { v.is_fast_read() };
-            let release = if fast {
-                v.complete_fast_read(&mut ready)
-            } else {
-                v.complete_read(&mut ready)
-            };
-            if release {
+            if v.complete_read(&mut ready) {
                 // SAFETY: the completion handed us the var's self-reference;
                 // `v` is not used again.
                 unsafe { v.var.release_self_ref() };

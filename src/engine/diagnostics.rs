@@ -63,7 +63,7 @@ impl PendingReport {
             // A write leaving without the lock would not be live below.
             v.close_fast_write_locked(&mut s);
             let failure = v.done.failure.lock().as_ref().map(|f| f.to_string());
-            let running_reads = s.readers as usize + v.fast_reads_running(&s) as usize;
+            let running_reads = v.fast_reads_running(&s) as usize;
             if running_reads == 0 && s.writer.is_none() && s.queue.is_empty() && failure.is_none() {
                 continue;
             }

@@ -11,6 +11,13 @@
 //! completions' line), and neither side writes the other's line while reads
 //! keep coming.
 //!
+//! Every granted read is counted here, however it was granted: reads that
+//! a write's completion grants from the queue too. Those used to be
+//! counted in a locked `readers` field, so each of their completions
+//! locked the var, and a writer followed by many readers (`rwmix`, `fan`,
+//! MXNet's `randsum`) had the completing workers queue on its lock
+//! (`BENCHMARKS.md`, "Every read counted through the fast-read counter").
+//!
 //! # Protocol
 //!
 //! A read is granted through the counter during an *epoch*: `fast` has its
@@ -24,6 +31,18 @@
 //!   nothing: no epoch drains there, so `fast_done` is 0 as at any open.
 //! * **fast append**: a single-var read adds one to `fast` by CAS while
 //!   `OPEN` is set — no lock at all.
+//! * **queued reads**: a write's completion (under the lock) that grants
+//!   the `n` reads queued behind it counts them in as an epoch: it opens
+//!   one with `fast = OPEN | n` when nothing is queued behind them, and
+//!   else closes it at once (below, with `g = n`), the write queued behind
+//!   them then waiting for the drain. No epoch is open then: the write
+//!   that just completed held the var. A read granted there may complete
+//!   before this count, when its last other var grants it on another
+//!   thread: its decrement of `fast_done` comes first, as a completion
+//!   before any close does, and the count still ends the drain exactly
+//!   once (below). An orphaned var (no handle, so no append will ever
+//!   close an epoch) gets a closed one, so that its last read drops the
+//!   var's self-reference.
 //! * **fast completion**: `fast_done -= 1` (wrapping).
 //! * **close**: a write append (or the var's last handle going away), under
 //!   the lock, swaps `fast` to 0 — from then on CAS appends fail and take the
@@ -48,7 +67,9 @@
 //! before the epoch opened to every read of it. Completions' decrements are
 //! `AcqRel`, and the close's add (or the last completion's decrement)
 //! acquires all of them: every read of the epoch happens-before the write
-//! granted after it.
+//! granted after it. A read granted from the queue acquires the completed
+//! write's effects through its grant (the op's `wait` decrement), not
+//! through `fast`.
 
 use crate::sync::Ordering;
 
@@ -121,6 +142,33 @@ impl VarInner {
             return;
         }
         let granted = self.hot.fast.swap(0, Ordering::AcqRel) & COUNT;
+        self.close_epoch_of_locked(s, granted);
+    }
+
+    /// Under the lock, in a write's completion that has just granted the
+    /// `n` reads queued behind it: counts them in as an epoch of their own.
+    /// It stays open for later reads when nothing is queued behind them
+    /// (and appends can still come: the var has a handle); otherwise it is
+    /// closed at once, as a write's append closes one, and the write queued
+    /// behind them waits for the drain.
+    pub(super) fn count_in_granted_reads_locked(&self, s: &mut VarState, n: u64) {
+        // The write just completed held the var: no epoch is open, none
+        // drains, and no fast write or idle token is in the word.
+        debug_assert!(
+            !s.draining && s.writer.is_none() && self.hot.fast.load(Ordering::Relaxed) == 0
+        );
+        if s.queue.is_empty() && !s.orphaned {
+            // Release: as any opener's store (module docs).
+            self.hot.fast.store(OPEN | n, Ordering::Release);
+            return;
+        }
+        self.close_epoch_of_locked(s, n);
+    }
+
+    /// Under the lock: adds the close's `MARK + granted` to `fast_done`;
+    /// ends the drain at once when every read of the epoch has completed,
+    /// else sets `draining`.
+    fn close_epoch_of_locked(&self, s: &mut VarState, granted: u64) {
         let add = MARK.wrapping_add(granted);
         let now = self
             .done

@@ -7,7 +7,7 @@
 //!
 //! | state            | meaning                                            |
 //! |------------------|----------------------------------------------------|
-//! | `readers = n`    | `n` granted reads (ready or running), no writer    |
+//! | reads `n`        | `n` granted reads (ready or running), no writer    |
 //! | `writer = Some`  | one granted write (ready or running), no readers   |
 //! | `queue`          | ops not granted yet, in push order                 |
 //!
@@ -15,8 +15,8 @@
 //!   empty; otherwise queued.
 //! * **append write**: granted at once iff there is no writer, no reader and the
 //!   queue is empty; otherwise queued.
-//! * **complete read**: `readers -= 1`; when it reaches 0 and the queue head is
-//!   a write, that write is granted.
+//! * **complete read**: the count of granted reads drops by one; when it
+//!   reaches 0 and the queue head is a write, that write is granted.
 //! * **complete write**: the writer leaves; if the queue head is a write it is
 //!   granted alone, otherwise every read up to the next write is granted.
 //!
@@ -25,8 +25,9 @@
 //!
 //! Three refinements keep the pushing thread and the workers off each
 //! other's cache lines, and locks off the common paths, without changing
-//! these rules: reads granted at once are counted in and out on two
-//! counters instead of `readers` (`fast_read.rs`), writes queued back to
+//! these rules: granted reads are counted in and out on two counters
+//! kept on different lines, so a read's completion takes no lock
+//! (`fast_read.rs`), writes queued back to
 //! back are granted as a run that passes the var from one to the next
 //! without its lock (`protocol.rs`), and a write with nothing queued behind
 //! it leaves the var with a CAS instead of the lock, after which a one-var
@@ -181,8 +182,8 @@ pub(crate) enum Access {
 #[repr(C)]
 pub(crate) struct VarInner {
     /// The pushers' side: what every append changes. A completion takes
-    /// the lock only to grant queued ops (once per run of writes), to
-    /// release a read granted from the queue, or to end a fast-read drain.
+    /// the lock only to grant queued ops (once per run of writes) or to
+    /// end a fast-read drain.
     pub(crate) hot: Line<VarHot>,
     /// The completions' side: what a completion changes without the lock.
     pub(crate) done: Line<VarDone>,
@@ -232,9 +233,6 @@ pub(crate) struct VarDone {
 }
 
 pub(crate) struct VarState {
-    /// Reads granted from the queue and running (reads granted at once are
-    /// counted by the fast-read counter instead).
-    pub(crate) readers: u32,
     /// Set under the lock by the deletion op's append: anything appended later
     /// is poisoned instead of touching a deleted var.
     pub(crate) deleted: bool,
@@ -284,7 +282,6 @@ impl VarInner {
         VarInner {
             hot: Line(VarHot {
                 state: TryMutex::new(VarState {
-                    readers: 0,
                     deleted: false,
                     self_ref: false,
                     orphaned: false,
@@ -447,7 +444,7 @@ pub(crate) fn append_all(
     let n = reads.len() + writes.len();
     if n == 1 {
         let a = match reads.first() {
-            Some(v) => v.append_read(op, v),
+            Some(v) => v.append_read(op),
             None => writes[0].append_write(op, deletes),
         };
         return (a.granted as usize, a.after_delete);
@@ -503,7 +500,7 @@ pub(crate) fn append_all(
         let a = if *is_write {
             var.append_write_locked(g, op, deletes)
         } else {
-            var.append_read_locked(g, op, var)
+            var.append_read_locked(g, op)
         };
         granted += a.granted as usize;
         after_delete |= a.after_delete;
@@ -549,7 +546,7 @@ fn append_two(op: OpPtr, reads: &[VarSlot], writes: &[VarSlot], deletes: bool) -
         if is_write {
             v.append_write_locked(g, op, deletes)
         } else {
-            v.append_read_locked(g, op, v)
+            v.append_read_locked(g, op)
         }
     };
     let ra = append(a, &mut ga);
@@ -736,13 +733,7 @@ mod append_tests {
         // Complete the op as `Core::complete` does; every var is then idle.
         let mut ready = ReadyList::new();
         for v in &reads {
-            // SAFETY: this thread owns the op: the pusher has returned.
-            let release = if unsafe { v.is_fast_read() } {
-                v.complete_fast_read(&mut ready)
-            } else {
-                v.complete_read(&mut ready)
-            };
-            assert!(!release, "no var was orphaned");
+            assert!(!v.complete_read(&mut ready), "no var was orphaned");
         }
         let exit = WriteExit {
             op,
@@ -757,7 +748,7 @@ mod append_tests {
             // stays open once its reads are done.
             assert!(v.is_idle(false), "{} still has the op", v.id);
             let s = v.hot.state.lock();
-            assert_eq!((s.readers, v.fast_reads_running(&s)), (0, 0), "{}", v.id);
+            assert_eq!(v.fast_reads_running(&s), 0, "{}", v.id);
             drop(s);
             v.orphan();
             assert_eq!(Arc::strong_count(v), 1);

@@ -6,7 +6,7 @@ use crate::sync::{Arc, Ordering, TryMutexGuard};
 use super::super::error::Failure;
 use super::super::op::{prefetch_block, Intent, OpPtr};
 use super::super::ready::ReadyList;
-use super::{grant, Access, Appended, FailedVars, VarInner, VarSlot, VarState};
+use super::{grant, Access, Appended, FailedVars, VarInner, VarState};
 
 /// How a completing op leaves a var it wrote
 /// ([`VarInner::complete_write`]).
@@ -36,39 +36,30 @@ impl VarState {
     /// through an open fast-read epoch.
     #[inline]
     pub(super) fn is_idle(&self) -> bool {
-        self.writer.is_none() && self.readers == 0 && self.queue.is_empty() && !self.draining
+        self.writer.is_none() && self.queue.is_empty() && !self.draining
     }
 }
 
 impl VarInner {
     /// Appends a read of a single-var op: without the lock when a fast-read
     /// epoch is open.
-    pub(crate) fn append_read(&self, op: OpPtr, slot: &VarSlot) -> Appended {
+    pub(crate) fn append_read(&self, op: OpPtr) -> Appended {
         if self.try_fast_read() {
-            // SAFETY: the pusher holds its guard during the append.
-            unsafe { slot.mark_fast_read() };
             return Appended {
                 granted: true,
                 after_delete: false,
             };
         }
-        self.append_read_locked(&mut self.hot.state.lock(), op, slot)
+        self.append_read_locked(&mut self.hot.state.lock(), op)
     }
 
-    pub(super) fn append_read_locked(
-        &self,
-        s: &mut VarState,
-        op: OpPtr,
-        slot: &VarSlot,
-    ) -> Appended {
+    pub(super) fn append_read_locked(&self, s: &mut VarState, op: OpPtr) -> Appended {
         let after_delete = s.deleted;
         self.take_self_ref(s);
         self.close_fast_write_locked(s);
         let granted = s.writer.is_none() && s.queue.is_empty();
         if granted {
             self.grant_fast_read_locked(s);
-            // SAFETY: the pusher holds its guard during the append.
-            unsafe { slot.mark_fast_read() };
         } else {
             s.queue.push_back(op, Access::Read);
         }
@@ -166,28 +157,13 @@ impl VarInner {
         }
     }
 
-    /// Completes a read granted from the queue (not through the counter).
-    /// Returns `true` when the caller must drop the var's self-reference
-    /// (see [`super::VarPtr::release_self_ref`]).
+    /// Completes a read. Every read is counted through the fast-read
+    /// counter (`fast_read.rs`), so this takes no lock unless it is the
+    /// last read of a closed epoch. Returns `true` when the caller must
+    /// drop the var's self-reference (see
+    /// [`super::VarPtr::release_self_ref`]).
     #[must_use]
     pub(crate) fn complete_read(&self, ready: &mut ReadyList) -> bool {
-        let mut s = self.hot.state.lock();
-        debug_assert!(
-            s.readers > 0,
-            "read completed on {} with no reader",
-            self.id
-        );
-        s.readers -= 1;
-        let mut run = Run::new();
-        self.take_head_writes_if_free(&mut s, &mut run);
-        self.unlock_and_start(s, &run, ready)
-    }
-
-    /// Completes a read granted through the fast-read counter: no lock,
-    /// unless it is the last read of a closed epoch. Returns as
-    /// [`VarInner::complete_read`].
-    #[must_use]
-    pub(crate) fn complete_fast_read(&self, ready: &mut ReadyList) -> bool {
         if !self.count_out_fast_read() {
             return false;
         }
@@ -204,7 +180,7 @@ impl VarInner {
         // A fast write is granted only with nothing queued or reading, and
         // every append closes it: none runs while reads complete.
         debug_assert!(!self.fast_write_running());
-        if s.readers == 0 && s.writer.is_none() && !s.draining {
+        if s.writer.is_none() && !s.draining {
             self.take_head_writes(s, run);
         }
     }
@@ -275,10 +251,21 @@ impl VarInner {
         match s.queue.front() {
             Some((_, Access::Write)) => self.take_head_writes(&mut s, &mut run),
             Some((_, Access::Read)) => {
+                let mut reads = 0;
                 while let Some((op, Access::Read)) = s.queue.front() {
                     s.queue.pop_front();
-                    s.readers += 1;
+                    reads += 1;
                     grant(op, ready);
+                }
+                // Counted through the fast-read counter, as every read is:
+                // their completions then take no lock (the last of a closed
+                // epoch aside), where each used to lock the var to count
+                // itself out of `readers`. A read granted above may even
+                // complete before this count (see `fast_read.rs`).
+                self.count_in_granted_reads_locked(&mut s, reads);
+                if !s.draining && !self.fast_open() {
+                    // Closed and already drained: the write behind them.
+                    self.take_head_writes_if_free(&mut s, &mut run);
                 }
             }
             None => {}
@@ -358,6 +345,6 @@ impl VarInner {
         s.writer.is_none()
             && !self.fast_write_running()
             && s.queue.is_empty()
-            && (!and_reads || (s.readers == 0 && !s.draining && !self.fast_open()))
+            && (!and_reads || (!s.draining && !self.fast_open()))
     }
 }

@@ -76,11 +76,6 @@ impl std::ops::Deref for VarPtr {
     }
 }
 
-/// `link` of a read slot whose read was granted through the var's fast-read
-/// counter (see `fast_read.rs`). Op blocks are 64-byte aligned, so no run
-/// pointer has this bit.
-const FAST_READ: usize = 1;
-
 /// One var of an op, as its block keeps it.
 pub(crate) struct VarSlot {
     pub(crate) var: VarPtr,
@@ -91,9 +86,8 @@ pub(crate) struct VarSlot {
     ///   `VarInner::complete_write`), or 0. Written under the var's lock
     ///   before this op is granted the var; read by the thread that completes
     ///   the op, which the grant happens-before.
-    /// * a read var: [`FAST_READ`] when the read was granted through the
-    ///   fast-read counter, else 0. Written by the pusher during the append,
-    ///   while its guard keeps every other thread off the op.
+    /// * a read var: unused (0): every read is counted through the var's
+    ///   fast-read counter (`fast_read.rs`), however it was granted.
     link: UnsafeCell<usize>,
 }
 
@@ -128,29 +122,6 @@ impl VarSlot {
     pub(crate) unsafe fn set_run_next(&self, next: OpPtr) {
         // SAFETY: per the contract above, this thread alone touches it now.
         unsafe { *self.link.get() = next.0.as_ptr() as usize };
-    }
-
-    /// True when this read was granted through the fast-read counter.
-    ///
-    /// # Safety
-    ///
-    /// Only the thread that completes the op may call it.
-    #[inline]
-    pub(crate) unsafe fn is_fast_read(&self) -> bool {
-        // SAFETY: written by the pusher before it dropped its guard, which
-        // happens-before the op's execution and completion.
-        unsafe { *self.link.get() == FAST_READ }
-    }
-
-    /// Marks this read as granted through the fast-read counter.
-    ///
-    /// # Safety
-    ///
-    /// Called by the pusher during the append, while its guard is held.
-    #[inline]
-    pub(crate) unsafe fn mark_fast_read(&self) {
-        // SAFETY: per the contract above, no other thread touches the op.
-        unsafe { *self.link.get() = FAST_READ };
     }
 }
 
