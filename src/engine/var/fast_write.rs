@@ -197,7 +197,7 @@ impl VarInner {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(super) mod tests {
     use std::ptr::NonNull;
 
     use super::super::{FailedVars, VarId, VarSlot, WriteExit};
@@ -206,12 +206,12 @@ mod tests {
     use crate::engine::ready::ReadyList;
     use crate::sync::Arc;
 
-    fn var() -> Arc<VarInner> {
+    pub(crate) fn var() -> Arc<VarInner> {
         Arc::new(VarInner::new(VarId { engine: 1, id: 0 }, None))
     }
 
     /// Blocks waiting for one grant each (the var's; no push guard here).
-    fn blocks(n: usize) -> Vec<OpBlock> {
+    pub(crate) fn blocks(n: usize) -> Vec<OpBlock> {
         (0..n)
             .map(|_| {
                 let b = OpBlock::empty();
@@ -221,12 +221,12 @@ mod tests {
             .collect()
     }
 
-    fn ptr(b: &OpBlock) -> OpPtr {
+    pub(crate) fn ptr(b: &OpBlock) -> OpPtr {
         OpPtr(NonNull::from(b))
     }
 
     /// Completes `op`'s write of `v`, `op` naming `v` alone.
-    fn complete_write(v: &VarInner, op: &OpBlock, ready: &mut ReadyList) -> bool {
+    pub(crate) fn complete_write(v: &VarInner, op: &OpBlock, ready: &mut ReadyList) -> bool {
         complete_write_of(v, op, true, ready)
     }
 
@@ -241,7 +241,7 @@ mod tests {
 
     /// Drops the last handle of each var: each must free its self-reference
     /// at once, nothing being pending on it.
-    fn orphan_all_and_check_freed(vars: &[&Arc<VarInner>]) {
+    pub(crate) fn orphan_all_and_check_freed(vars: &[&Arc<VarInner>]) {
         for v in vars {
             v.orphan();
             assert_eq!(Arc::strong_count(v), 1, "{} kept its self-reference", v.id);
@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(Arc::strong_count(v), 1);
     }
 
-    fn ready_ops(mut ready: ReadyList) -> Vec<OpPtr> {
+    pub(crate) fn ready_ops(mut ready: ReadyList) -> Vec<OpPtr> {
         std::iter::from_fn(|| ready.pop()).collect()
     }
 
