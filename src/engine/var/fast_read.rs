@@ -222,15 +222,15 @@ impl VarInner {
 mod tests {
     use super::super::fast_write::tests::{
         blocks, complete_write, orphan_all_and_check_freed, ptr, ready_ops, var,
+        while_another_thread_holds_the_lock,
     };
     use crate::engine::ready::ReadyList;
 
     /// Reads that a write's completion grants from the queue are counted
     /// through the counter too: with a write queued behind them, the first
     /// read's completion takes no lock (it returns while another thread
-    /// holds the lock, which that thread lets go only afterwards: a
-    /// completion that locked would wait forever, as in the fast-write
-    /// tests) and grants nothing; the last one grants the write.
+    /// holds the lock: a completion that locked would hang the test) and
+    /// grants nothing; the last one grants the write.
     #[test]
     fn reads_granted_from_the_queue_complete_without_the_lock_and_the_last_grants_the_write() {
         let v = var();
@@ -243,24 +243,16 @@ mod tests {
         assert!(!complete_write(&v, &ops[0], &mut ready));
         let mut granted = ready_ops(ready);
         granted.sort_by_key(|op| op.0.as_ptr() as usize);
-        let mut reads = vec![ptr(&ops[1]), ptr(&ops[2])];
-        reads.sort_by_key(|op| op.0.as_ptr() as usize);
-        assert_eq!(granted, reads, "both reads, not the write behind them");
+        assert_eq!(
+            granted,
+            [&ops[1], &ops[2]].map(ptr),
+            "both reads, not the write behind them"
+        );
         assert!(!v.fast_open(), "a write waits behind them: closed at once");
-        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
-        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-        let var = &*v;
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                let _guard = var.hot.state.lock();
-                locked_tx.send(()).unwrap();
-                release_rx.recv().unwrap();
-            });
-            locked_rx.recv().unwrap();
+        while_another_thread_holds_the_lock(&v, || {
             let mut ready = ReadyList::new();
             assert!(!v.complete_read(&mut ready));
             assert!(ready.is_empty(), "the write waits for the other read");
-            release_tx.send(()).unwrap();
         });
         let mut ready = ReadyList::new();
         assert!(!v.complete_read(&mut ready));

@@ -264,6 +264,24 @@ pub(super) mod tests {
         std::iter::from_fn(|| ready.pop()).collect()
     }
 
+    /// Runs `f` while another thread holds `v`'s lock, which that thread
+    /// lets go only once `f` has returned: whatever `f` does must take no
+    /// lock of `v`, or the test hangs there.
+    pub(crate) fn while_another_thread_holds_the_lock(v: &VarInner, f: impl FnOnce()) {
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let _guard = v.hot.state.lock();
+                locked_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+            });
+            locked_rx.recv().unwrap();
+            f();
+            release_tx.send(()).unwrap();
+        });
+    }
+
     #[test]
     fn a_write_on_an_idle_var_leaves_while_another_thread_holds_the_lock() {
         let v = var();
@@ -297,22 +315,12 @@ pub(super) mod tests {
         assert!(v.is_idle(true));
         // While another thread holds the lock: a write takes the idle var,
         // leaves it idle again, and a read opens an epoch on it.
-        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
-        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-        let var = &*v;
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                let _guard = var.hot.state.lock();
-                locked_tx.send(()).unwrap();
-                release_rx.recv().unwrap();
-            });
-            locked_rx.recv().unwrap();
+        while_another_thread_holds_the_lock(&v, || {
             assert!(v.append_write(ptr(&ops[1]), false).granted);
             assert!(v.fast_write_running());
             assert!(v.try_leave_fast_write(ptr(&ops[1]), true));
             assert!(v.append_read(ptr(&ops[2])).granted);
             assert!(v.fast_open());
-            release_tx.send(()).unwrap();
         });
         let mut ready = ReadyList::new();
         assert!(!v.complete_read(&mut ready));
