@@ -263,10 +263,9 @@ impl VarInner {
                 // itself out of `readers`. A read granted above may even
                 // complete before this count (see `fast_read.rs`).
                 self.count_in_granted_reads_locked(&mut s, reads);
-                if !s.draining && !self.fast_open() {
-                    // Closed and already drained: the write behind them.
-                    self.take_head_writes_if_free(&mut s, &mut run);
-                }
+                // Closed and already drained: the write behind them. (An
+                // open epoch has nothing queued; a draining one waits.)
+                self.take_head_writes_if_free(&mut s, &mut run);
             }
             None => {}
         }
