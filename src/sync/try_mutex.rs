@@ -10,8 +10,8 @@
 //!   locked instructions; with one, one-thread pushes of ops of several
 //!   vars got 3-9% faster (`BENCHMARKS.md`, "The var lock without a locked
 //!   unlock").
-//! * **Under loom**, a flag taken by compare-and-swap, with a loom
-//!   condition variable to wait on. loom's own mutex (0.7) treats a thread
+//! * **Under loom**, the same flag (its `try_lock` and `unlock`), with a
+//!   loom condition variable to wait on. loom's own mutex (0.7) treats a thread
 //!   whose next step is a `try_lock` like one waiting in `lock`: once
 //!   another thread takes the mutex, the trying thread is blocked until it
 //!   is released, where a real `try_lock` would fail and go on. A model
@@ -20,10 +20,11 @@
 //!   Here `try_lock` tries once; `lock` waits on the condition variable
 //!   instead of spinning, which would multiply the schedules loom explores.
 //!
-//! The spinning lock is built under loom too, for a model of its own
-//! (`loom_models` below, run by `scripts/loom.sh`): x86 orders every store
-//! and load, so a test on this machine cannot catch a weak ordering in its
-//! acquire or release; loom can. Its waits become loom yields there.
+//! So the engine's loom models run the flag's own orderings, and its
+//! spinning `lock` has models of its own (`loom_models` below, run by
+//! `scripts/loom.sh`), where its waits become loom yields: x86 orders every
+//! store and load, so a test on this machine cannot catch a weak ordering
+//! in its acquire or release; loom can.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
@@ -106,8 +107,8 @@ impl<T> Drop for TryMutexGuard<'_, T> {
     }
 }
 
-// Under loom only its own model uses it (the engine uses `modelled`).
-#[cfg(any(not(loom), test))]
+// Under loom `modelled` uses its flag (`try_lock`, `unlock`) and only the
+// models below its waiting `lock`.
 mod spin {
     use crate::sync::{AtomicBool, Ordering};
 
@@ -148,6 +149,7 @@ mod spin {
         }
 
         #[inline]
+        #[cfg_attr(all(loom, not(test)), allow(dead_code))]
         pub(super) fn lock(&self) {
             if !self.try_lock() {
                 self.lock_contended();
@@ -205,11 +207,13 @@ mod spin {
 
 #[cfg(loom)]
 mod modelled {
-    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use loom::sync::atomic::{AtomicUsize, Ordering};
 
     /// The flag and condition variable: see the module docs.
     pub(super) struct RawTryLock {
-        locked: AtomicBool,
+        /// The spinning lock's flag, whose `try_lock` and `unlock` are the
+        /// real ones: only the wait in `lock` differs.
+        flag: super::spin::RawTryLock,
         /// Threads waiting in `lock`, counted under `park`.
         waiting: AtomicUsize,
         park: loom::sync::Mutex<()>,
@@ -219,7 +223,7 @@ mod modelled {
     impl RawTryLock {
         pub(super) fn new() -> Self {
             RawTryLock {
-                locked: AtomicBool::new(false),
+                flag: super::spin::RawTryLock::new(),
                 waiting: AtomicUsize::new(0),
                 park: loom::sync::Mutex::new(()),
                 unlocked: loom::sync::Condvar::new(),
@@ -248,15 +252,11 @@ mod modelled {
         }
 
         pub(super) fn try_lock(&self) -> bool {
-            // Acquire: pairs with the unlock's store, so the holder sees
-            // every change made under the lock before.
-            self.locked
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+            self.flag.try_lock()
         }
 
         pub(super) fn unlock(&self) {
-            self.locked.store(false, Ordering::Release);
+            self.flag.unlock();
             // A read-modify-write, not a load: see `lock`.
             if self.waiting.fetch_add(0, Ordering::AcqRel) > 0 {
                 // Taking `park` orders the notify after a waiter that
