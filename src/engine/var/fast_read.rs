@@ -220,7 +220,7 @@ impl VarInner {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::fast_write::tests::{
+    use super::super::test_support::{
         blocks, complete_write, orphan_all_and_check_freed, ptr, ready_ops, var,
         while_another_thread_holds_the_lock,
     };

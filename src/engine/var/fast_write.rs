@@ -197,90 +197,12 @@ impl VarInner {
 }
 
 #[cfg(all(test, not(loom)))]
-pub(super) mod tests {
-    use std::ptr::NonNull;
-
-    use super::super::{FailedVars, VarId, VarSlot, WriteExit};
+mod tests {
+    use super::super::test_support::*;
+    use super::super::VarSlot;
     use super::*;
-    use crate::engine::op::OpBlock;
     use crate::engine::ready::ReadyList;
     use crate::sync::Arc;
-
-    pub(crate) fn var() -> Arc<VarInner> {
-        Arc::new(VarInner::new(VarId { engine: 1, id: 0 }, None))
-    }
-
-    /// Blocks waiting for one grant each (the var's; no push guard here).
-    pub(crate) fn blocks(n: usize) -> Vec<OpBlock> {
-        (0..n)
-            .map(|_| {
-                let b = OpBlock::empty();
-                b.wait.store(1, Ordering::Relaxed);
-                b
-            })
-            .collect()
-    }
-
-    pub(crate) fn ptr(b: &OpBlock) -> OpPtr {
-        OpPtr(NonNull::from(b))
-    }
-
-    /// Completes `op`'s write of `v`, `op` naming `v` alone.
-    pub(crate) fn complete_write(v: &VarInner, op: &OpBlock, ready: &mut ReadyList) -> bool {
-        complete_write_of(v, op, true, ready)
-    }
-
-    fn complete_write_of(v: &VarInner, op: &OpBlock, one_var: bool, ready: &mut ReadyList) -> bool {
-        let exit = WriteExit {
-            op: ptr(op),
-            one_var,
-            run_next: None,
-        };
-        v.complete_write(exit, None, &FailedVars::new(), true, ready)
-    }
-
-    /// Drops the last handle of each var: each must free its self-reference
-    /// at once, nothing being pending on it.
-    pub(crate) fn orphan_all_and_check_freed(vars: &[&Arc<VarInner>]) {
-        for v in vars {
-            v.orphan();
-            assert_eq!(Arc::strong_count(v), 1, "{} kept its self-reference", v.id);
-        }
-    }
-
-    /// Drops the self-reference a completion handed over, as `complete`
-    /// does, and checks that the var is then free of the engine.
-    ///
-    /// # Safety
-    ///
-    /// A completion on `v` returned true, and nothing dropped its count yet.
-    unsafe fn drop_handed_self_ref(v: &Arc<VarInner>) {
-        // SAFETY: per the contract, that count is ours to drop.
-        unsafe { Arc::decrement_strong_count(Arc::as_ptr(v)) };
-        assert_eq!(Arc::strong_count(v), 1);
-    }
-
-    pub(crate) fn ready_ops(mut ready: ReadyList) -> Vec<OpPtr> {
-        std::iter::from_fn(|| ready.pop()).collect()
-    }
-
-    /// Runs `f` while another thread holds `v`'s lock, which that thread
-    /// lets go only once `f` has returned: whatever `f` does must take no
-    /// lock of `v`, or the test hangs there.
-    pub(crate) fn while_another_thread_holds_the_lock(v: &VarInner, f: impl FnOnce()) {
-        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
-        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                let _guard = v.hot.state.lock();
-                locked_tx.send(()).unwrap();
-                release_rx.recv().unwrap();
-            });
-            locked_rx.recv().unwrap();
-            f();
-            release_tx.send(()).unwrap();
-        });
-    }
 
     #[test]
     fn a_write_on_an_idle_var_leaves_while_another_thread_holds_the_lock() {

@@ -55,6 +55,8 @@ mod fast_write;
 mod protocol;
 mod queue;
 mod slot;
+#[cfg(all(test, not(loom)))]
+mod test_support;
 
 use std::fmt;
 
