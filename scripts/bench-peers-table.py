@@ -8,12 +8,35 @@ of the medians (above 1: depengine is faster); efficiency of the busy
 bodies, beside the `ideal` lines (the zero-overhead schedule, `depengine
 bench --ideal`) when present; p50/p99 push-to-start latency and makespan
 of `priority`.
+
+A results file of several rounds (ROUNDS > 1) has several lines per system
+and row. Each cell then comes from the line with the median of their
+medians (the lower middle one for an even count), with the min and max
+taken over all of them; a cell is `fail` or `n/a` only when every line is,
+and lines that failed beside others that did not are counted under the
+tables.
 """
+import statistics
 import sys
 
 
+def merge(lines):
+    """One system's lines of one row, as one line (see the module docs)."""
+    ok = [f for f in lines if "status" not in f]
+    if not ok:
+        return lines[0]
+    mid = statistics.median_low(float(f["ns_per_op"]) for f in ok)
+    f = dict(next(f for f in ok if float(f["ns_per_op"]) == mid))
+    f["min"] = str(min(float(f["min"]) for f in ok))
+    f["max"] = str(max(float(f["max"]) for f in ok))
+    f["lines"] = len(lines)
+    f["failed"] = len(lines) - len(ok)
+    return f
+
+
 def parse(path):
-    rows, systems = {}, []
+    """Rows keyed by (workload, body, workers): system -> its merged line."""
+    lines, systems = {}, []
     for line in open(path):
         if not line.startswith("workload="):
             continue
@@ -23,9 +46,10 @@ def parse(path):
         elif "failed-or-timeout" in line:
             f["status"] = "fail"
         key = (f["workload"], f["body_us"], int(f["workers"]))
-        rows.setdefault(key, {})[f["system"]] = f
+        lines.setdefault(key, {}).setdefault(f["system"], []).append(f)
         if f["system"] not in systems:
             systems.append(f["system"])
+    rows = {k: {s: merge(ls) for s, ls in r.items()} for k, r in lines.items()}
     return rows, systems
 
 
@@ -65,6 +89,10 @@ def main():
     peers = [s for s in systems if s not in (base, "ideal")]
     head = "| workload | body µs | workers | " + " | ".join(systems) + " |"
     sep = "|---|---:|---:|" + "---:|" * len(systems)
+    most = max((f.get("lines", 1) for r in rows.values() for f in r.values()), default=1)
+    if most > 1:
+        print(f"Up to {most} lines per system and row (rounds): each cell is the line with")
+        print("the median of their medians, with the min and max over all of them.\n")
     print("ns per op, median (min–max):\n")
     print(head)
     print(sep)
@@ -97,6 +125,16 @@ def main():
                 else:
                     cells.append(f"{f['p50_us']} / {f['p99_us']} / {f['makespan_ms']}")
             print(f"| {wl} | {body} | {w} | " + " | ".join(cells) + " |")
+    partial = [
+        f"{s} on {wl} (body {body} µs, {w} workers): {f['failed']} of {f['lines']}"
+        for (wl, body, w), r in rows.items()
+        for s, f in r.items()
+        if f.get("failed")
+    ]
+    if partial:
+        print("\nLines that failed or timed out beside lines that did not (left out of the cells):\n")
+        for p in partial:
+            print(f"- {p}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,12 @@
 #                  priority 2,000 low-priority ops, roundtrip 5,000, bodies 0 and 10 µs,
 #                  MXNet's ThreadedEnginePerDevice only
 #   RUNS=5         timed runs per line (median, min, max)
+#   ROUNDS=1       lines per system and row: the systems alternate ROUNDS
+#                  times, line by line; the table then gives, per system and
+#                  row, the line with the median of the line medians (the
+#                  lower middle one for an even count) and the min and max
+#                  over all its lines, so that a slow stretch of the machine
+#                  that lasts a line or two moves no median (`ideal` runs once)
 #   WORKERS="1 2 N"  worker counts (default: 1, 2 and all CPUs)
 #   BODIES="0 1 10 100"  body times in µs
 #   BUSY_BUDGET_US=2000000  busy body time per run: ops of busy workloads are
@@ -75,6 +81,8 @@ else
   MXNET_ENGINES=${MXNET_ENGINES:-"ThreadedEnginePerDevice ThreadedEngine NaiveEngine"}
 fi
 RUNS=${RUNS:-5}
+ROUNDS=${ROUNDS:-1}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a positive whole number, not '$ROUNDS'" >&2; exit 2; }
 WORKERS=${WORKERS:-$(printf '%s\n' 1 2 "$NCPU" | sort -nu | tr '\n' ' ')}
 WORKLOADS=${WORKLOADS:-"indep indep-novars chain wavefront fan rwmix random randsum priority roundtrip"}
 SYSTEMS=${SYSTEMS:-"depengine depengine-helping mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon ideal"}
@@ -126,7 +134,12 @@ RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
 
 export STARPU_SILENT=1 STARPU_HOME=$PEERS/starpu-home OMP_MAX_TASK_PRIORITY=1
 RESULTS=$PEERS/results-$(date -u +%Y%m%dT%H%M%SZ).txt
-echo "# $(nproc) CPUs; $(uptime | sed 's/.*load/load/'); RUNS=$RUNS OPS=$OPS QUICK=${QUICK:-0}" | tee "$RESULTS"
+echo "# $(nproc) CPUs; $(uptime | sed 's/.*load/load/'); RUNS=$RUNS ROUNDS=$ROUNDS OPS=$OPS QUICK=${QUICK:-0}" | tee "$RESULTS"
+
+# emit: appends the lines it reads to the results (and shows them), each
+# marked with its round when there are several
+ROUND_MARK=
+emit() { sed "s/\$/$ROUND_MARK/" | tee -a "$RESULTS"; }
 
 # run "workload=L body_us=B system=S workers=W" COMMAND...: one line of
 # results, its workload and system fields set to L and S (or a failure line)
@@ -136,9 +149,9 @@ run() {
   wl=$(sed 's/^workload=\([^ ]*\).*/\1/' <<<"$what")
   sy=$(sed 's/.* system=\([^ ]*\).*/\1/' <<<"$what")
   if out=$(timeout "$TIMEOUT" "$@" 2>/dev/null | grep '^workload='); then
-    sed -e "s/^workload=[^ ]*/workload=$wl/" -e "s/ system=[^ ]*/ system=$sy/" <<<"$out" | tee -a "$RESULTS"
+    sed -e "s/^workload=[^ ]*/workload=$wl/" -e "s/ system=[^ ]*/ system=$sy/" <<<"$out" | emit
   else
-    echo "$what failed-or-timeout" | tee -a "$RESULTS"
+    echo "$what failed-or-timeout" | emit
   fi
 }
 
@@ -168,7 +181,11 @@ for wl in $WORKLOADS; do
       [[ $wl != roundtrip ]] && "$DEPENGINE" bench "${args[@]}" --dump-trace "$trace"
       src=$trace; [[ $wl == roundtrip ]] && src=$ops
       for w in $WORKERS; do
+       for ((round = 1; round <= ROUNDS; round++)); do
+        ((ROUNDS > 1)) && ROUND_MARK=" round=$round"
         for sys in $SYSTEMS; do
+          # the ideal schedule is computed, not measured: once is enough
+          [[ $sys == ideal ]] && ((round > 1)) && continue
           tag="workload=$label body_us=$body system=$sys workers=$w"
           case $sys in
             depengine) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device ;;
@@ -177,7 +194,7 @@ for wl in $WORKLOADS; do
               # workers plus the pushing thread, which runs ops while it
               # waits for all (roundtrip waits for one var: not helped).
               if ((w < 2)) || [[ $wl == roundtrip ]]; then
-                echo "$tag unsupported" | tee -a "$RESULTS"
+                echo "$tag unsupported" | emit
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers $((w - 1)) --help-wait --runs "$RUNS" --engine per-device
               fi ;;
@@ -185,7 +202,7 @@ for wl in $WORKLOADS; do
               # depengine-helping whose pusher also runs queued ops while
               # it pushes, once the workers' backlog is long.
               if ((w < 2)) || [[ $wl == roundtrip ]]; then
-                echo "$tag unsupported" | tee -a "$RESULTS"
+                echo "$tag unsupported" | emit
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers $((w - 1)) --help-wait --help-push --runs "$RUNS" --engine per-device
               fi ;;
@@ -197,13 +214,13 @@ for wl in $WORKLOADS; do
               run "$tag" "$DEPENGINE_ALT" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device ;;
             depengine-batch)
               if [[ $wl == roundtrip ]]; then
-                echo "$tag unsupported" | tee -a "$RESULTS"
+                echo "$tag unsupported" | emit
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --batch "${BATCH:-256}"
               fi ;;
             depengine-pushers)
               if [[ $wl != indep && $wl != indep-novars ]]; then
-                echo "$tag unsupported" | tee -a "$RESULTS"
+                echo "$tag unsupported" | emit
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --pushers "${PUSHERS:-4}"
               fi ;;
@@ -212,7 +229,7 @@ for wl in $WORKLOADS; do
               # One thread in all, as an OpenMP team of one runs its tasks
               # at their push; roundtrip's op is completed by another thread.
               if ((w != 1)); then
-                echo "$tag unsupported" | tee -a "$RESULTS"
+                echo "$tag unsupported" | emit
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --runs "$RUNS" --engine naive
               fi ;;
@@ -231,12 +248,13 @@ for wl in $WORKLOADS; do
             ideal)
               # Empty bodies take no time in the ideal schedule: no line.
               if [[ $wl == roundtrip ]]; then
-                echo "$tag unsupported" | tee -a "$RESULTS"
+                echo "$tag unsupported" | emit
               elif [[ $body != 0 || $wl == priority ]]; then
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --ideal
               fi ;;
           esac
         done
+       done
       done
       [[ -f $trace ]] && rm -f "$trace"
     done
