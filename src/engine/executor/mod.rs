@@ -15,6 +15,7 @@ pub(crate) mod naive;
 pub(crate) mod per_device;
 mod pool;
 pub(crate) mod pooled;
+mod pusher_queues;
 mod sleep;
 
 use pool::WorkerPool;

@@ -4,7 +4,8 @@
 //!
 //! Priority-0 ops go to a global FIFO (crossbeam's injector) from which
 //! workers take batches into their own deques, stealing from each other when
-//! both run dry. Ops with another priority — or every op, in a pool that
+//! both run dry; those a pushing thread makes ready go to a FIFO of that
+//! thread's own, which the workers steal from first (`pusher_queues.rs`). Ops with another priority — or every op, in a pool that
 //! serves all by priority — go to a heap ordered by priority, then push order.
 //! A worker looks at the heap first for positive priorities, then at the FIFOs,
 //! then at the heap again for negative ones: so ready ops run highest
@@ -24,6 +25,7 @@ use crate::sync::{thread, Arc, AtomicBool, AtomicUsize, Backoff, Mutex, Ordering
 use super::super::core::Core;
 use super::super::error::EngineError;
 use super::super::op::OpPtr;
+use super::pusher_queues::PusherQueues;
 use super::sleep::Sleep;
 
 struct PrioEntry {
@@ -56,6 +58,9 @@ impl Ord for PrioEntry {
 pub(crate) struct PoolShared {
     pub(crate) name: String,
     injector: Injector<OpPtr>,
+    /// Ready ops from pushing threads, one FIFO per thread (see
+    /// `pusher_queues.rs`); the injector takes the rest.
+    pushers: PusherQueues,
     stealers: Vec<Stealer<OpPtr>>,
     prio: Mutex<BinaryHeap<PrioEntry>>,
     prio_len: AtomicUsize,
@@ -91,7 +96,7 @@ impl PoolShared {
                 op,
             });
             self.prio_len.fetch_add(1, Ordering::SeqCst);
-        } else {
+        } else if let Err(op) = self.pushers.push(op) {
             self.injector.push(op);
         }
     }
@@ -102,6 +107,9 @@ impl PoolShared {
     pub(crate) fn take_for_helper(&self) -> Option<OpPtr> {
         if self.prio_len.load(Ordering::Acquire) > 0 {
             return None;
+        }
+        if let Some(op) = self.pushers.steal_one() {
+            return Some(op);
         }
         loop {
             match self.injector.steal() {
@@ -130,7 +138,7 @@ impl PoolShared {
     /// Ordinary ops waiting in the shared FIFO (not counting those the
     /// workers already moved to their own deques), per worker.
     pub(crate) fn queued_per_worker(&self) -> usize {
-        self.injector.len() / self.stealers.len()
+        (self.injector.len() + self.pushers.len()) / self.stealers.len()
     }
 
     /// True when the next slot may be used (see the module docs).
@@ -157,6 +165,9 @@ impl PoolShared {
             }
         }
         if let Some(op) = local.pop() {
+            return Some(op);
+        }
+        if let Some(op) = self.pushers.steal_into(local) {
             return Some(op);
         }
         loop {
@@ -187,6 +198,7 @@ impl PoolShared {
     fn has_work(&self) -> bool {
         self.prio_len.load(Ordering::SeqCst) > 0
             || !self.injector.is_empty()
+            || !self.pushers.is_empty()
             || self.stealers.iter().any(|s| !s.is_empty())
     }
 }
@@ -210,6 +222,7 @@ impl WorkerPool {
         let shared = Arc::new(PoolShared {
             name: name.to_string(),
             injector: Injector::new(),
+            pushers: PusherQueues::new(),
             stealers: locals.iter().map(|w| w.stealer()).collect(),
             prio: Mutex::new(BinaryHeap::new()),
             prio_len: AtomicUsize::new(0),
@@ -268,6 +281,7 @@ pub(crate) struct LocalSlot<'a> {
 
 fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, index: usize) {
     let mut next: Option<OpPtr> = None;
+    PusherQueues::mark_worker_thread();
     loop {
         let op = match next.take() {
             Some(op) => op,
