@@ -10,9 +10,9 @@
 //! look for work, so each push waits for those lines to come back from the
 //! workers' cores. The owner's end of a crossbeam `Worker` deque pushes
 //! with plain stores: the lines still move, but the pusher no longer
-//! stalls on them. At 2 workers that took 21–30% off `indep`,
-//! `indep-novars` and `wavefront` (`BENCHMARKS.md`, "Ready ops in the
-//! pushing thread's own queue").
+//! stalls on them. At 2 workers that made `indep`, `indep-novars` and
+//! `wavefront` 15–39% faster in an interleaved A/B (`BENCHMARKS.md`,
+//! "Ready ops in the pushing thread's own queue").
 //!
 //! # Rules
 //!
