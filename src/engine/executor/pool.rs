@@ -101,8 +101,9 @@ impl PoolShared {
         }
     }
 
-    /// An ordinary op for a thread that helps while it waits: from the
-    /// injector, else stolen from a worker; none while an op of another
+    /// An ordinary op for a thread that helps while it waits: from a
+    /// pushing thread's queue or the injector, else stolen from a worker;
+    /// none while an op of another
     /// priority is queued, which the workers serve first (rule 8).
     pub(crate) fn take_for_helper(&self) -> Option<OpPtr> {
         if self.prio_len.load(Ordering::Acquire) > 0 {
@@ -135,8 +136,9 @@ impl PoolShared {
         self.stealers.len()
     }
 
-    /// Ordinary ops waiting in the shared FIFO (not counting those the
-    /// workers already moved to their own deques), per worker.
+    /// Ordinary ops waiting in the shared FIFO and the pushing threads'
+    /// queues (not counting those the workers already moved to their own
+    /// deques), per worker.
     pub(crate) fn queued_per_worker(&self) -> usize {
         (self.injector.len() + self.pushers.len()) / self.stealers.len()
     }
