@@ -5,8 +5,9 @@
 //! Priority-0 ops go to a global FIFO (crossbeam's injector) from which
 //! workers take batches into their own deques, stealing from each other when
 //! both run dry; those a pushing thread makes ready go to a FIFO of that
-//! thread's own, which the workers steal from first (`pusher_queues.rs`). Ops with another priority — or every op, in a pool that
-//! serves all by priority — go to a heap ordered by priority, then push order.
+//! thread's own, which the workers steal from first (`pusher_queues.rs`).
+//! Ops with another priority — or every op, in a pool that serves all by
+//! priority — go to a heap ordered by priority, then push order.
 //! A worker looks at the heap first for positive priorities, then at the FIFOs,
 //! then at the heap again for negative ones: so ready ops run highest
 //! priority first (rule 8), and the common case never takes a lock.
@@ -103,8 +104,8 @@ impl PoolShared {
 
     /// An ordinary op for a thread that helps while it waits: from a
     /// pushing thread's queue or the injector, else stolen from a worker;
-    /// none while an op of another
-    /// priority is queued, which the workers serve first (rule 8).
+    /// none while an op of another priority is queued, which the workers
+    /// serve first (rule 8).
     pub(crate) fn take_for_helper(&self) -> Option<OpPtr> {
         if self.prio_len.load(Ordering::Acquire) > 0 {
             return None;

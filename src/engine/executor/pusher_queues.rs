@@ -66,6 +66,19 @@ mod imp {
         static IS_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
 
+    /// Pushes `op` on the thread's queue, or hands it back when the pool had
+    /// none left for this thread.
+    #[inline(always)]
+    fn push_or_hand_back(q: &Option<Worker<OpPtr>>, op: OpPtr) -> Result<(), OpPtr> {
+        match q {
+            Some(q) => {
+                q.push(op);
+                Ok(())
+            }
+            None => Err(op),
+        }
+    }
+
     /// The stealing ends of a pool's pusher queues.
     pub(crate) struct PusherQueues {
         id: u64,
@@ -98,22 +111,10 @@ mod imp {
             MINE.try_with(|mine| {
                 let mut mine = mine.borrow_mut();
                 if let Some((_, q)) = mine.iter().find(|(id, _)| *id == self.id) {
-                    return match q {
-                        Some(q) => {
-                            q.push(op);
-                            Ok(())
-                        }
-                        None => Err(op),
-                    };
+                    return push_or_hand_back(q, op);
                 }
                 let q = self.claim();
-                let pushed = match &q {
-                    Some(q) => {
-                        q.push(op);
-                        Ok(())
-                    }
-                    None => Err(op),
-                };
+                let pushed = push_or_hand_back(&q, op);
                 if mine.len() >= REMEMBERED {
                     mine.remove(0);
                 }
