@@ -7,7 +7,15 @@ Tables: ns per op, median (min-max) per system; the ratio peer / depengine
 of the medians (above 1: depengine is faster); efficiency of the busy
 bodies, beside the `ideal` lines (the zero-overhead schedule, `depengine
 bench --ideal`) when present; p50/p99 push-to-start latency and makespan
-of `priority`.
+of `priority`; and, when the busy rows have more than one body, the
+minimum effective task granularity (below).
+
+Minimum effective task granularity, per workload, worker count and system:
+the smallest measured body from which the efficiency stays at or above
+0.5 for every larger measured body, written as the interval it lies in
+("1–10 µs": 10 µs qualifies and 1 µs does not; "≤ 1 µs": the smallest
+body qualifies; "> 100 µs": the largest does not). Bodies whose line
+failed or has no efficiency are left out of that system's interval.
 
 A results file of several rounds (ROUNDS > 1) has several lines per system
 and row. Each cell then comes from the line with the median of their
@@ -81,6 +89,50 @@ def ratios(rows, base, peers):
         print(f"| {wl} | {body} | {w} | " + " | ".join(out) + " |")
 
 
+# Efficiency at or above this counts as effective (the issue's 50%).
+EFFECTIVE = 0.5
+
+
+def granularity_cell(points):
+    """The interval of the minimum effective granularity (see the module
+    docs) from `(body µs as written, efficiency)` pairs; "" when empty."""
+    points = sorted(points, key=lambda p: float(p[0]))
+    if not points:
+        return ""
+    i = len(points)
+    while i > 0 and points[i - 1][1] >= EFFECTIVE:
+        i -= 1
+    if i == len(points):
+        return f"> {points[-1][0]} µs"
+    if i == 0:
+        return f"≤ {points[0][0]} µs"
+    return f"{points[i - 1][0]}–{points[i][0]} µs"
+
+
+def granularity(busy, systems):
+    """Rows (workload, workers) of the granularity table, in first-seen
+    order, each a list of cells per system; empty when no row has more
+    than one busy body."""
+    groups = {}
+    for (wl, body, w), r in busy:
+        groups.setdefault((wl, w), []).append((body, r))
+    if all(len(g) < 2 for g in groups.values()):
+        return {}
+    table = {}
+    for key, g in groups.items():
+        cells = []
+        for s in systems:
+            points = []
+            for body, r in g:
+                f = r.get(s)
+                if f is None or "status" in f or "efficiency" not in f:
+                    continue
+                points.append((body, float(f["efficiency"])))
+            cells.append(granularity_cell(points))
+        table[key] = cells
+    return table
+
+
 def main():
     rows, systems = parse(sys.argv[1])
     base = "depengine" if "depengine" in systems else systems[0]
@@ -111,6 +163,14 @@ def main():
         print(sep)
         for (wl, body, w), r in busy:
             print(f"| {wl} | {body} | {w} | " + " | ".join(cell(r.get(s), "efficiency") for s in systems) + " |")
+        gran = granularity(busy, systems)
+        if gran:
+            print("\nminimum effective task granularity: the smallest body from which the")
+            print(f"efficiency stays at or above {EFFECTIVE} (see the script's docs):\n")
+            print("| workload | workers | " + " | ".join(systems) + " |")
+            print("|---|---:|" + "---:|" * len(systems))
+            for (wl, w), cells in gran.items():
+                print(f"| {wl} | {w} | " + " | ".join(cells) + " |")
     prio = [(k, r) for k, r in rows.items() if k[0] == "priority"]
     if prio:
         print("\npriority: p50 / p99 push-to-start latency of the high-priority ops (µs), makespan (ms):\n")

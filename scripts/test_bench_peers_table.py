@@ -83,17 +83,64 @@ class Merge(unittest.TestCase):
         self.assertEqual(rows[("fan", "0", 2)]["depengine-naive"]["status"], "n/a")
 
 
+class Granularity(unittest.TestCase):
+    def test_intervals_below_between_and_above_the_measured_bodies(self):
+        cell = table.granularity_cell
+        self.assertEqual(cell([("1", 0.6), ("10", 0.7), ("100", 0.9)]), "≤ 1 µs")
+        self.assertEqual(cell([("100", 0.9), ("1", 0.3), ("10", 0.6)]), "1–10 µs")
+        self.assertEqual(cell([("1", 0.1), ("10", 0.2), ("100", 0.4)]), "> 100 µs")
+        # exactly 0.5 counts as effective
+        self.assertEqual(cell([("1", 0.49), ("10", 0.5)]), "1–10 µs")
+        self.assertEqual(cell([]), "")
+
+    def test_the_efficiency_must_stay_effective_for_every_larger_body(self):
+        # effective at 1 µs, not at 10: the granularity lies above 10
+        self.assertEqual(table.granularity_cell([("1", 0.6), ("10", 0.4), ("100", 0.9)]), "10–100 µs")
+
+    def test_failed_bodies_are_left_out_and_one_body_per_row_prints_nothing(self):
+        rows, systems = parse([
+            line("fan", "depengine", 1300.0, 1200.0, 1400.0, body=1, efficiency=0.38),
+            line("fan", "depengine", status="failed-or-timeout", body=10),
+            line("fan", "depengine", 10300.0, 10200.0, 10400.0, body=100, efficiency=0.97),
+            line("fan", "rayon", 1100.0, 1000.0, 1200.0, body=1, efficiency=0.45),
+            line("fan", "rayon", 5200.0, 5100.0, 5300.0, body=10, efficiency=0.96),
+        ])
+        busy = [(k, r) for k, r in rows.items() if k[1] != "0"]
+        self.assertEqual(table.granularity(busy, systems), {("fan", 2): ["1–100 µs", "1–10 µs"]})
+        one = [(k, r) for k, r in busy if k[1] == "1"]
+        self.assertEqual(table.granularity(one, systems), {})
+
+
 class Tables(unittest.TestCase):
     def test_ratios_come_from_the_median_lines_and_partial_failures_are_listed(self):
+        text = self.render([
+            line("chain", "depengine", 100.0, 90.0, 110.0, rnd=1),
+            line("chain", "rayon", 10.0, 9.0, 11.0, rnd=1),
+            line("chain", "depengine", 300.0, 250.0, 320.0, rnd=2),
+            line("chain", "rayon", status="failed-or-timeout", rnd=2),
+            line("chain", "depengine", 80.0, 70.0, 85.0, rnd=3),
+            line("chain", "rayon", 20.0, 19.0, 21.0, rnd=3),
+        ])
+        self.assertIn("Up to 3 lines per system and row", text)
+        self.assertIn("| chain | 0 | 2 | 100 (70–320) | 10 (9–21) |", text)
+        self.assertIn("| chain | 0 | 2 | 0.10 |", text)
+        self.assertIn("- rayon on chain (body 0 µs, 2 workers): 1 of 3", text)
+        self.assertNotIn("granularity", text, "no busy rows, no granularity table")
+
+    def test_the_granularity_table_follows_the_efficiency_table(self):
+        text = self.render([
+            line("indep", "depengine", 1300.0, 1200.0, 1400.0, body=1, efficiency=0.38),
+            line("indep", "depengine", 5200.0, 5100.0, 5300.0, body=10, efficiency=0.96),
+            line("indep", "ideal", 500.0, 500.0, 500.0, body=1, efficiency=1.00),
+            line("indep", "ideal", 5000.0, 5000.0, 5000.0, body=10, efficiency=1.00),
+        ])
+        self.assertLess(text.index("efficiency = ops"), text.index("minimum effective task granularity"))
+        self.assertIn("| workload | workers | depengine | ideal |", text)
+        self.assertIn("| indep | 2 | 1–10 µs | ≤ 1 µs |", text)
+
+    def render(self, lines):
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("\n".join([
-                line("chain", "depengine", 100.0, 90.0, 110.0, rnd=1),
-                line("chain", "rayon", 10.0, 9.0, 11.0, rnd=1),
-                line("chain", "depengine", 300.0, 250.0, 320.0, rnd=2),
-                line("chain", "rayon", status="failed-or-timeout", rnd=2),
-                line("chain", "depengine", 80.0, 70.0, 85.0, rnd=3),
-                line("chain", "rayon", 20.0, 19.0, 21.0, rnd=3),
-            ]) + "\n")
+            f.write("\n".join(lines) + "\n")
             path = f.name
         out = io.StringIO()
         try:
@@ -105,11 +152,7 @@ class Tables(unittest.TestCase):
                 sys.argv = argv
         finally:
             os.unlink(path)
-        text = out.getvalue()
-        self.assertIn("Up to 3 lines per system and row", text)
-        self.assertIn("| chain | 0 | 2 | 100 (70–320) | 10 (9–21) |", text)
-        self.assertIn("| chain | 0 | 2 | 0.10 |", text)
-        self.assertIn("- rayon on chain (body 0 µs, 2 workers): 1 of 3", text)
+        return out.getvalue()
 
 
 if __name__ == "__main__":
