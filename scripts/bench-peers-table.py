@@ -77,6 +77,7 @@ def ratios(rows, base, peers):
     print(f"\nratio peer / {base} of the medians (above 1: {base} is faster):\n")
     print("| workload | body µs | workers | " + " | ".join(peers) + " |")
     print("|---|---:|---:|" + "---:|" * len(peers))
+    leads = {s: [0, 0] for s in peers}
     for (wl, body, w), r in rows.items():
         b = r.get(base)
         out = []
@@ -85,8 +86,15 @@ def ratios(rows, base, peers):
             if not b or not p or "status" in b or "status" in p:
                 out.append("")
             else:
-                out.append(f"{float(p['ns_per_op']) / float(b['ns_per_op']):.2f}")
+                ratio = float(p["ns_per_op"]) / float(b["ns_per_op"])
+                out.append(f"{ratio:.2f}")
+                leads[s][1] += 1
+                leads[s][0] += ratio < 1
         print(f"| {wl} | {body} | {w} | " + " | ".join(out) + " |")
+    # Counted on the unrounded ratios: a row printed as 1.00 may be a lead
+    # either way.
+    print(f"\nrows where the peer's median is below {base}'s, of the rows both ran:")
+    print("; ".join(f"{s} {n} of {m}" for s, (n, m) in leads.items()) + ".")
 
 
 # Efficiency at or above this counts as effective (the issue's 50%).

@@ -124,8 +124,22 @@ class Tables(unittest.TestCase):
         self.assertIn("Up to 3 lines per system and row", text)
         self.assertIn("| chain | 0 | 2 | 100 (70–320) | 10 (9–21) |", text)
         self.assertIn("| chain | 0 | 2 | 0.10 |", text)
+        self.assertIn("rows where the peer's median is below depengine's, of the rows both ran:\nrayon 1 of 1.", text)
         self.assertIn("- rayon on chain (body 0 µs, 2 workers): 1 of 3", text)
         self.assertNotIn("granularity", text, "no busy rows, no granularity table")
+
+    def test_leads_are_counted_on_unrounded_ratios_over_the_rows_both_ran(self):
+        text = self.render([
+            line("indep", "depengine", 100.0, 90.0, 110.0),
+            line("indep", "tbb-flow", 99.9, 90.0, 110.0),
+            line("chain", "depengine", 100.0, 90.0, 110.0),
+            line("chain", "tbb-flow", 100.0, 90.0, 110.0),
+            line("fan", "depengine", 100.0, 90.0, 110.0),
+            line("fan", "tbb-flow", status="failed-or-timeout"),
+        ])
+        # indep prints as 1.00 but leads; chain ties and does not; fan failed
+        self.assertIn("| indep | 0 | 2 | 1.00 |", text)
+        self.assertIn("tbb-flow 1 of 2.", text)
 
     def test_the_granularity_table_follows_the_efficiency_table(self):
         text = self.render([
