@@ -13,8 +13,11 @@
 # Every workload is first written as a trace by `depengine bench
 # --dump-trace` and replayed by every system, so all run the same ops.
 # Each line = one system on one workload: median of RUNS runs after a
-# warm-up, with min and max. At the end, a markdown table: ns per op, and
-# the ratio peer / depengine (above 1: depengine is faster).
+# warm-up, with min and max. At the end, markdown tables
+# (scripts/bench-peers-table.py): ns per op; the ratio peer / depengine
+# (above 1: depengine is faster) with the count of rows each peer leads;
+# efficiency of the busy bodies; the minimum effective task granularity
+# when more than one busy body was run; priority latencies.
 #
 # usage: scripts/bench-peers.sh            full sizes (1,000,000 ops; long)
 #        QUICK=1 scripts/bench-peers.sh    reduced sizes (minutes)
