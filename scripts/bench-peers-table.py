@@ -141,6 +141,12 @@ def granularity(busy, systems):
     return table
 
 
+def busy_rows(rows):
+    """The rows with a busy body that efficiency applies to (not `priority`
+    or `roundtrip`), as `(key, row)` pairs."""
+    return [(k, r) for k, r in rows.items() if k[1] != "0" and not k[0].startswith(("priority", "roundtrip"))]
+
+
 def main():
     rows, systems = parse(sys.argv[1])
     base = "depengine" if "depengine" in systems else systems[0]
@@ -164,7 +170,7 @@ def main():
     for helping in ("depengine-helping", "depengine-pushing"):
         if helping in systems and base != helping:
             ratios(rows, helping, [s for s in peers if not s.startswith("depengine")])
-    busy = [(k, r) for k, r in rows.items() if k[1] != "0" and not k[0].startswith(("priority", "roundtrip"))]
+    busy = busy_rows(rows)
     if busy:
         print("\nefficiency = ops × body / (workers × time), median run:\n")
         print(head)

@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 import unittest
-from contextlib import redirect_stdout
+from contextlib import contextmanager, redirect_stdout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("table", os.path.join(HERE, "bench-peers-table.py"))
@@ -25,13 +25,20 @@ def line(wl, sys, ns=None, lo=None, hi=None, status=None, workers=2, body=0, rnd
     return f"{head} ops=10 runs=5 ns_per_op={ns} min={lo} max={hi}{more} round={rnd}"
 
 
-def parse(lines):
+@contextmanager
+def results_file(lines):
+    """A results file holding `lines`, removed afterwards; yields its path."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("# 2 CPUs; RUNS=5 ROUNDS=3\n" + "\n".join(lines) + "\n")
     try:
-        return table.parse(f.name)
+        yield f.name
     finally:
         os.unlink(f.name)
+
+
+def parse(lines):
+    with results_file(lines) as path:
+        return table.parse(path)
 
 
 class Merge(unittest.TestCase):
@@ -105,7 +112,7 @@ class Granularity(unittest.TestCase):
             line("fan", "rayon", 1100.0, 1000.0, 1200.0, body=1, efficiency=0.45),
             line("fan", "rayon", 5200.0, 5100.0, 5300.0, body=10, efficiency=0.96),
         ])
-        busy = [(k, r) for k, r in rows.items() if k[1] != "0"]
+        busy = table.busy_rows(rows)
         self.assertEqual(table.granularity(busy, systems), {("fan", 2): ["1–100 µs", "1–10 µs"]})
         one = [(k, r) for k, r in busy if k[1] == "1"]
         self.assertEqual(table.granularity(one, systems), {})
@@ -153,21 +160,15 @@ class Tables(unittest.TestCase):
         self.assertIn("| indep | 2 | 1–10 µs | ≤ 1 µs |", text)
 
     def render(self, lines):
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("\n".join(lines) + "\n")
-            path = f.name
         out = io.StringIO()
-        try:
+        with results_file(lines) as path:
             argv, sys.argv = sys.argv, ["bench-peers-table.py", path]
             try:
                 with redirect_stdout(out):
                     table.main()
             finally:
                 sys.argv = argv
-        finally:
-            os.unlink(path)
         return out.getvalue()
-
 
 if __name__ == "__main__":
     unittest.main()
