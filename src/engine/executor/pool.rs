@@ -4,8 +4,9 @@
 //!
 //! Priority-0 ops go to a global FIFO (crossbeam's injector) from which
 //! workers take batches into their own deques, stealing from each other when
-//! both run dry; those a pushing thread makes ready go to a FIFO of that
-//! thread's own, which the workers steal from first (`pusher_queues.rs`).
+//! both run dry; in a pool of at most two workers, those a pushing thread
+//! makes ready go to a FIFO of that thread's own, which the workers steal
+//! from first (`pusher_queues.rs`).
 //! Ops with another priority — or every op, in a pool that serves all by
 //! priority — go to a heap ordered by priority, then push order.
 //! A worker looks at the heap first for positive priorities, then at the FIFOs,
@@ -28,6 +29,11 @@ use super::super::error::EngineError;
 use super::super::op::OpPtr;
 use super::pusher_queues::PusherQueues;
 use super::sleep::Sleep;
+
+/// Pools of at most this many workers give pushing threads queues of their
+/// own (`pusher_queues.rs`, which says why); larger ones take every push
+/// on the injector.
+const PUSHER_QUEUES_UP_TO_WORKERS: usize = 2;
 
 struct PrioEntry {
     priority: i32,
@@ -59,7 +65,8 @@ impl Ord for PrioEntry {
 pub(crate) struct PoolShared {
     pub(crate) name: String,
     injector: Injector<OpPtr>,
-    /// Ready ops from pushing threads, one FIFO per thread (see
+    /// Ready ops from pushing threads, one FIFO per thread, in pools of
+    /// at most [`PUSHER_QUEUES_UP_TO_WORKERS`] workers (see
     /// `pusher_queues.rs`); the injector takes the rest.
     pushers: PusherQueues,
     stealers: Vec<Stealer<OpPtr>>,
@@ -225,7 +232,7 @@ impl WorkerPool {
         let shared = Arc::new(PoolShared {
             name: name.to_string(),
             injector: Injector::new(),
-            pushers: PusherQueues::new(),
+            pushers: PusherQueues::new(workers <= PUSHER_QUEUES_UP_TO_WORKERS),
             stealers: locals.iter().map(|w| w.stealer()).collect(),
             prio: Mutex::new(BinaryHeap::new()),
             prio_len: AtomicUsize::new(0),
@@ -314,13 +321,11 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
     }
 }
 
-/// Spins for work, then sleeps; `None` after a sleep (the caller loops).
+/// Spins for work, then sleeps; `None` when the worker found nothing after
+/// its sleep either (the caller loops).
 fn search(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
     if !shared.sleep.try_start_searching(shared.max_searching) {
-        shared.sleep.sleep(index, || {
-            shared.has_work() || shared.shutdown.load(Ordering::SeqCst)
-        });
-        return None;
+        return sleep_then_look(shared, local, index);
     }
     let mut backoff = Backoff::new();
     loop {
@@ -337,8 +342,26 @@ fn search(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<Op
         backoff.snooze();
     }
     shared.sleep.stop_searching();
+    sleep_then_look(shared, local, index)
+}
+
+/// Sleeps until woken, then looks for work once; a worker that wakes to
+/// work while more is queued wakes another.
+///
+/// Without that hand-on, a backlog queued while some worker searched
+/// reached one worker more at most: the pushes skip the wake-up (somebody
+/// searches), the searcher that finds work wakes one sleeper, and that
+/// sleeper, finding work at once, never searched and woke nobody. Both
+/// kept running from the backlog, so nobody searched again, while the
+/// others slept beside it (16 workers ran 100 µs bodies two at a time,
+/// `BENCHMARKS.md`, "A backlog left to two workers").
+fn sleep_then_look(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
     shared.sleep.sleep(index, || {
         shared.has_work() || shared.shutdown.load(Ordering::SeqCst)
     });
-    None
+    let op = shared.find(local, index)?;
+    if shared.has_work() {
+        shared.sleep.notify();
+    }
+    Some(op)
 }

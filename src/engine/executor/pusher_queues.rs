@@ -14,6 +14,16 @@
 //! `wavefront` 15–39% faster in an interleaved A/B (`BENCHMARKS.md`,
 //! "Ready ops in the pushing thread's own queue").
 //!
+//! Only pools of at most two workers hand these queues out (the caller
+//! decides, `PusherQueues::new`). With more workers the queue's one line
+//! of indices is where it loses: crossbeam keeps the stealers' front index
+//! beside the owner's back index, so every batch a worker steals takes
+//! the pusher's line away, and the more workers steal one op at a time,
+//! the more pushes miss on it. On a 16-core machine a pool of 4, 8 or 16
+//! workers fed through the injector instead was faster on most rows
+//! (`indep` with 1 µs bodies at 16 workers: efficiency 0.11–0.13 against
+//! 0.08–0.09; `BENCHMARKS.md`, "Pusher queues at 4–16 workers").
+//!
 //! # Rules
 //!
 //! * Only threads that are not workers of a pool use these queues: a
@@ -40,6 +50,7 @@
 use super::super::op::OpPtr;
 
 /// Queues a pool keeps for pushing threads.
+#[cfg(not(loom))]
 pub(crate) const QUEUES: usize = 8;
 
 /// Pools whose queues one thread remembers.
@@ -82,14 +93,19 @@ mod imp {
     /// The stealing ends of a pool's pusher queues.
     pub(crate) struct PusherQueues {
         id: u64,
+        /// Queues this pool hands out: [`QUEUES`], or none.
+        limit: usize,
         claimed: AtomicUsize,
         slots: [OnceLock<Stealer<OpPtr>>; QUEUES],
     }
 
     impl PusherQueues {
-        pub(crate) fn new() -> Self {
+        /// The queues of a new pool; with `enabled` false it hands none
+        /// out, and every push goes to the pool's injector.
+        pub(crate) fn new(enabled: bool) -> Self {
             PusherQueues {
                 id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
+                limit: if enabled { QUEUES } else { 0 },
                 claimed: AtomicUsize::new(0),
                 slots: Default::default(),
             }
@@ -102,9 +118,13 @@ mod imp {
 
         /// Queues `op` on the calling thread's queue for this pool, or hands
         /// it back (`Err`) for the injector: on a worker thread, when the
-        /// pool has no queue left for this thread, or during thread exit.
+        /// pool has no queue left for this thread (or hands none out), or
+        /// during thread exit.
         #[inline]
         pub(crate) fn push(&self, op: OpPtr) -> Result<(), OpPtr> {
+            if self.limit == 0 {
+                return Err(op);
+            }
             if IS_WORKER.try_with(|w| w.get()).unwrap_or(true) {
                 return Err(op);
             }
@@ -125,9 +145,9 @@ mod imp {
         }
 
         /// A queue of this pool for the calling thread, if one is left.
-        fn claim(&self) -> Option<Worker<OpPtr>> {
+        pub(super) fn claim(&self) -> Option<Worker<OpPtr>> {
             let i = self.claimed.fetch_add(1, Ordering::Relaxed);
-            if i >= QUEUES {
+            if i >= self.limit {
                 return None;
             }
             let q = Worker::new_fifo();
@@ -137,7 +157,7 @@ mod imp {
         }
 
         fn stealers(&self) -> impl Iterator<Item = &Stealer<OpPtr>> {
-            let n = self.claimed.load(Ordering::Relaxed).min(QUEUES);
+            let n = self.claimed.load(Ordering::Relaxed).min(self.limit);
             self.slots[..n].iter().filter_map(OnceLock::get)
         }
 
@@ -190,7 +210,7 @@ mod imp {
     pub(crate) struct PusherQueues;
 
     impl PusherQueues {
-        pub(crate) fn new() -> Self {
+        pub(crate) fn new(_enabled: bool) -> Self {
             PusherQueues
         }
         pub(crate) fn mark_worker_thread() {}
@@ -241,6 +261,18 @@ mod tests {
                 })
                 .unwrap();
         }
+    }
+
+    #[test]
+    fn a_pool_without_queues_hands_none_out() {
+        let off = super::PusherQueues::new(false);
+        assert!(off.claim().is_none());
+        assert!(off.is_empty());
+        let on = super::PusherQueues::new(true);
+        for _ in 0..QUEUES {
+            assert!(on.claim().is_some());
+        }
+        assert!(on.claim().is_none(), "only QUEUES queues per pool");
     }
 
     #[test]

@@ -12,9 +12,12 @@
 //!
 //! At most half of a pool's workers (at least one) search at a time; the
 //! others sleep. Idle workers that all spin on the same queue fight over
-//! its cache lines with the thread that fills it; a searcher that finds
-//! work while more is queued wakes another worker, so a backlog still
-//! spreads over the whole pool. (Allowing a single searcher measured faster
+//! its cache lines with the thread that fills it; a worker that finds
+//! work after searching or after a wake-up, while more is queued, wakes
+//! another, so a backlog still spreads over the whole pool. (The wake-up
+//! half of that rule came late: pushes skip the wake-up while somebody
+//! searches, so a backlog queued then reached the searcher and the one
+//! sleeper it woke, and those two ran it alone while the others slept.) (Allowing a single searcher measured faster
 //! with 2 workers but made 16 workers pay a wake-up chain on every burst.)
 //!
 //! Each worker parks on a parker of its own rather than on one condition
@@ -40,9 +43,10 @@
 //! it; a parker keeps the token when the unpark comes before the park, so
 //! the order of `unpark` and `park` does not matter. A searcher that the
 //! pusher relied on re-checks the queues after it stops searching (it
-//! becomes a sleeper and runs the same check), and a searcher that finds
-//! work while more is queued wakes one more worker, so work is never left
-//! queued with every worker asleep. The loom models at the end of this file
+//! becomes a sleeper and runs the same check), and a searcher or a woken
+//! worker that finds work while more is queued wakes one more worker, so
+//! work is never left queued with every worker asleep, nor with sleepers
+//! beside a backlog that the running workers will not search past. The loom models at the end of this file
 //! check the argument (a lost wake-up is a deadlock there).
 
 use crate::sync::{fence, AtomicUsize, Condvar, Mutex, Ordering};
@@ -285,13 +289,15 @@ mod loom_models {
         false
     }
 
-    /// A worker as `pool.rs` runs one: look, search if allowed, sleep;
-    /// returns once it has taken one item.
+    /// A worker as `pool.rs` runs one: look, search if allowed, sleep,
+    /// look once more after the sleep; returns once it has taken one item.
+    /// Finding an item while searching or after the sleep, with more
+    /// queued, it wakes another worker.
     fn worker(s: &Sleep, items: &AtomicUsize, index: usize, searchers: usize) {
+        if take(items) {
+            return;
+        }
         loop {
-            if take(items) {
-                return;
-            }
             if s.try_start_searching(searchers) {
                 let found = take(items);
                 s.stop_searching();
@@ -303,6 +309,12 @@ mod loom_models {
                 }
             }
             s.sleep(index, || items.load(Ordering::SeqCst) > 0);
+            if take(items) {
+                if items.load(Ordering::SeqCst) > 0 {
+                    s.notify();
+                }
+                return;
+            }
         }
     }
 
@@ -356,6 +368,44 @@ mod loom_models {
                 items.fetch_add(2, Ordering::SeqCst);
                 s.notify_many(2);
             })
+        });
+    }
+
+    #[test]
+    fn a_backlog_queued_while_one_searches_reaches_every_worker() {
+        // Three workers, one searching at a time; the pusher queues three
+        // items (skipping the wake-ups while the searcher searches) and
+        // every worker must get one: each holds its item (a long body)
+        // until all are taken, so a worker that is never woken leaves the
+        // other two blocked, a deadlock loom reports. Without the woken
+        // worker's hand-on, the searcher wakes one sleeper and the third
+        // item waits beside the last sleeper.
+        model(|| {
+            let s = Arc::new(Sleep::new(3));
+            let items = Arc::new(AtomicUsize::new(0));
+            let taken = Arc::new((Mutex::new(0usize), Condvar::new()));
+            let handles: Vec<_> = (0..3)
+                .map(|i| {
+                    let (s, items, taken) = (s.clone(), items.clone(), taken.clone());
+                    thread::spawn(move || {
+                        worker(&s, &items, i, 1);
+                        let (n, cv) = &*taken;
+                        let mut n = n.lock();
+                        *n += 1;
+                        cv.notify_all();
+                        while *n < 3 {
+                            cv.wait(&mut n);
+                        }
+                    })
+                })
+                .collect();
+            for _ in 0..3 {
+                items.fetch_add(1, Ordering::SeqCst);
+                s.notify();
+            }
+            for h in handles {
+                h.join().unwrap();
+            }
         });
     }
 
