@@ -18,13 +18,21 @@
 #                          scripts/bench-peers.sh with NO_BUILD=1 on them;
 #                          environment as for bench-peers.sh, e.g.
 #                          WORKERS=16 BODIES="0 10" DIR/run.sh
+#     perf.sh, perf.tar.xz, depengine-sym
+#                          with PERF=1 only: this machine's perf and the
+#                          libraries it loads, xz-compressed (about 7 MB),
+#                          and the release binary with its symbols (not its
+#                          debug info), for profiles where perf is missing:
+#                          DIR/perf.sh record -g DIR/depengine-sym bench ...
+#                          (perf.sh unpacks on first use; perf's own
+#                          arguments otherwise)
 #   Copy the repository and DIR there (DIR inside the repository, git-ignored,
 #   travels with it) and run DIR/run.sh from the repository root.
 # Environment: CARGO_TARGET_DIR as for bench-peers.sh; XZ_LEVEL (default 6);
-# DEPENGINE_ALT (see above).
+# DEPENGINE_ALT (see above); PERF=1 (see above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -eq 1 ]] || { sed -n '2,24p' "$0"; exit 2; }
+[[ $# -eq 1 ]] || { sed -n '2,32p' "$0"; exit 2; }
 OUT=$1
 TARGET=${CARGO_TARGET_DIR:-$(pwd)/target}
 PEERS=$TARGET/peers
@@ -75,4 +83,33 @@ fi
 NO_BUILD=1 PEERS=$B/peers DEPENGINE=${DEPENGINE:-$B/depengine} exec bash scripts/bench-peers.sh
 RUN
 chmod +x "$OUT/run.sh"
+if [[ ${PERF:-0} == 1 ]]; then
+  PERF_BIN=$(command -v perf) || { echo "PERF=1: no perf on this machine" >&2; exit 1; }
+  strip --strip-debug -o "$OUT/depengine-sym" "$TARGET/release/depengine"
+  STAGE=$(mktemp -d)
+  trap 'rm -rf "$STAGE"' EXIT
+  mkdir -p "$STAGE/lib"
+  cp -L "$PERF_BIN" "$STAGE/perf"
+  ldd "$PERF_BIN" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+      *) cp -L "$lib" "$STAGE/lib/" ;;
+    esac
+  done
+  tar -C "$STAGE" -cf - . | xz "-${XZ_LEVEL:-6}" -T0 >"$OUT/perf.tar.xz"
+  cat >"$OUT/perf.sh" <<'PERF'
+#!/usr/bin/env bash
+# Runs the perf packed in this bundle (scripts/bench-peers-bundle.sh, PERF=1).
+set -euo pipefail
+B=$(cd "$(dirname "$0")" && pwd)
+if [[ ! -x $B/perf-unpacked/perf ]]; then
+  mkdir -p "$B/perf-unpacked"
+  xz -dc "$B/perf.tar.xz" 2>/dev/null | tar -C "$B/perf-unpacked" -xf - ||
+    python3 -c 'import lzma, sys, tarfile; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])' \
+      "$B/perf.tar.xz" "$B/perf-unpacked"
+fi
+LD_LIBRARY_PATH=$B/perf-unpacked/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$B/perf-unpacked/perf" "$@"
+PERF
+  chmod +x "$OUT/perf.sh"
+fi
 du -sh "$OUT"
