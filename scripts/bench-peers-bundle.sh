@@ -53,19 +53,22 @@ cp "$PEERS"/{starpu,openmp-gomp,openmp-libomp,tbb_flow,mxnet_engine} "$OUT/peers
 for l in libmxnet.so libopenblas.so.0 libgfortran.so.3; do
   xz "-${XZ_LEVEL:-6}" -T0 -c "$PEERS/mxnet/$l" >"$OUT/peers/mxnet/$l.xz"
 done
-# Every library the drivers and MXNet load, but glibc's, which the other
-# machine has (a newer one runs binaries linked against an older one).
-{
-  for b in "$PEERS"/{starpu,openmp-gomp,openmp-libomp,tbb_flow} "$PEERS/mxnet/libmxnet.so"; do
-    ldd "$b"
-  done
-} | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
-  case $(basename "$lib") in
-    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
-    libmxnet.so|libopenblas.so.0|libgfortran.so.3) ;;
-    *) cp -L "$lib" "$OUT/lib/" ;;
-  esac
-done
+# copy_libs DEST BIN...: copies every library the binaries load into DEST,
+# but glibc's, which the other machine has (a newer one runs binaries
+# linked against an older one), and MXNet's own, which travel compressed.
+copy_libs() {
+  local dest=$1 b lib
+  shift
+  for b in "$@"; do ldd "$b"; done |
+    awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+      case $(basename "$lib") in
+        libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+        libmxnet.so|libopenblas.so.0|libgfortran.so.3) ;;
+        *) cp -L "$lib" "$dest/" ;;
+      esac
+    done
+}
+copy_libs "$OUT/lib" "$PEERS"/{starpu,openmp-gomp,openmp-libomp,tbb_flow} "$PEERS/mxnet/libmxnet.so"
 cat >"$OUT/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs scripts/bench-peers.sh on the binaries of this bundle (see
@@ -90,12 +93,7 @@ if [[ ${PERF:-0} == 1 ]]; then
   trap 'rm -rf "$STAGE"' EXIT
   mkdir -p "$STAGE/lib"
   cp -L "$PERF_BIN" "$STAGE/perf"
-  ldd "$PERF_BIN" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
-    case $(basename "$lib") in
-      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
-      *) cp -L "$lib" "$STAGE/lib/" ;;
-    esac
-  done
+  copy_libs "$STAGE/lib" "$PERF_BIN"
   tar -C "$STAGE" -cf - . | xz "-${XZ_LEVEL:-6}" -T0 >"$OUT/perf.tar.xz"
   cat >"$OUT/perf.sh" <<'PERF'
 #!/usr/bin/env bash
