@@ -205,6 +205,14 @@ impl PoolShared {
         None
     }
 
+    /// Called by a worker that found work after searching or sleeping:
+    /// while more is queued, wakes another (see `sleep.rs`).
+    fn wake_another_if_more(&self) {
+        if self.has_work() {
+            self.sleep.notify();
+        }
+    }
+
     fn has_work(&self) -> bool {
         self.prio_len.load(Ordering::SeqCst) > 0
             || !self.injector.is_empty()
@@ -331,9 +339,7 @@ fn search(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<Op
     loop {
         if let Some(op) = shared.find(local, index) {
             shared.sleep.stop_searching();
-            if shared.has_work() {
-                shared.sleep.notify();
-            }
+            shared.wake_another_if_more();
             return Some(op);
         }
         if backoff.is_completed() || shared.shutdown.load(Ordering::Relaxed) {
@@ -360,8 +366,6 @@ fn sleep_then_look(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> 
         shared.has_work() || shared.shutdown.load(Ordering::SeqCst)
     });
     let op = shared.find(local, index)?;
-    if shared.has_work() {
-        shared.sleep.notify();
-    }
+    shared.wake_another_if_more();
     Some(op)
 }

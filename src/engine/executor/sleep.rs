@@ -14,11 +14,10 @@
 //! others sleep. Idle workers that all spin on the same queue fight over
 //! its cache lines with the thread that fills it; a worker that finds
 //! work after searching or after a wake-up, while more is queued, wakes
-//! another, so a backlog still spreads over the whole pool. (The wake-up
-//! half of that rule came late: pushes skip the wake-up while somebody
-//! searches, so a backlog queued then reached the searcher and the one
-//! sleeper it woke, and those two ran it alone while the others slept.) (Allowing a single searcher measured faster
-//! with 2 workers but made 16 workers pay a wake-up chain on every burst.)
+//! another, so a backlog still spreads over the whole pool (`pool.rs`,
+//! `sleep_then_look`, says why the wake-up half is needed). (Allowing a
+//! single searcher measured faster with 2 workers but made 16 workers pay
+//! a wake-up chain on every burst.)
 //!
 //! Each worker parks on a parker of its own rather than on one condition
 //! variable for the pool. With one shared mutex and condition variable, a
@@ -46,8 +45,9 @@
 //! becomes a sleeper and runs the same check), and a searcher or a woken
 //! worker that finds work while more is queued wakes one more worker, so
 //! work is never left queued with every worker asleep, nor with sleepers
-//! beside a backlog that the running workers will not search past. The loom models at the end of this file
-//! check the argument (a lost wake-up is a deadlock there).
+//! beside a backlog that the running workers will not search past. The
+//! loom models at the end of this file check the argument (a lost wake-up
+//! is a deadlock there).
 
 use crate::sync::{fence, AtomicUsize, Condvar, Mutex, Ordering};
 
