@@ -228,6 +228,57 @@ fn delete_var_runs_callback_after_last_op_and_refuses_later_use() {
     }
 }
 
+/// A push reads a var's deletion flag only once its engine has deleted
+/// some var: a deletion made on another thread must still reach every
+/// later push there, on the deleted var (refused) and on the others
+/// (accepted), through plain pushes and through operators.
+#[test]
+fn a_deletion_on_another_thread_refuses_later_pushes_of_that_var_only() {
+    for engine in engines() {
+        let gone = engine.new_var();
+        let kept = engine.new_var();
+        let op = engine
+            .new_operator(OpDesc::new("op").writes(&gone), |_| Ok(()))
+            .unwrap();
+        engine
+            .push(OpDesc::new("before").writes(&gone), |_| Ok(()))
+            .unwrap();
+        let handle = gone.clone();
+        std::thread::scope(|s| {
+            s.spawn(|| engine.delete_var(handle).unwrap());
+        });
+        let err = engine
+            .push(OpDesc::new("after").reads(&gone), |_| Ok(()))
+            .unwrap_err();
+        assert!(
+            matches!(&err, depengine::EngineError::DeletedVar { op, .. } if op == "after"),
+            "{err:?}"
+        );
+        let err = engine.push_operator(&op, 0).unwrap_err();
+        assert!(
+            matches!(err, depengine::EngineError::DeletedVar { .. }),
+            "{err:?}"
+        );
+        let err = engine
+            .new_operator(OpDesc::new("op2").reads(&gone), |_| Ok(()))
+            .unwrap_err();
+        assert!(
+            matches!(err, depengine::EngineError::DeletedVar { .. }),
+            "{err:?}"
+        );
+        engine
+            .push(OpDesc::new("other").reads(&kept).writes(&kept), |_| Ok(()))
+            .unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(kept.version(), 1);
+        assert_eq!(
+            gone.version(),
+            2,
+            "the write before the deletion and the deletion ran, nothing after"
+        );
+    }
+}
+
 #[test]
 fn vars_of_another_engine_are_refused() {
     let a = Engine::builder().kind(EngineKind::Naive).build().unwrap();

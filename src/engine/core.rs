@@ -117,6 +117,9 @@ pub(crate) struct Core {
     idle_lock: Mutex<()>,
     idle_cv: Condvar,
     shut_down: AtomicBool,
+    /// Set once `delete_var` has been pushed for some var of this engine;
+    /// until then no push reads a var's deletion flag (see `check_var`).
+    any_deleted: AtomicBool,
     failures: Mutex<Vec<LogEntry>>,
     /// Read before every op: the skip check reads the op's vars only
     /// while some var carries a failure.
@@ -140,6 +143,7 @@ impl Core {
             idle_lock: Mutex::new(()),
             idle_cv: Condvar::new(),
             shut_down: AtomicBool::new(false),
+            any_deleted: AtomicBool::new(false),
             failures: Mutex::new(Vec::new()),
             failed_vars: FailedVars::new(),
             vars: Mutex::new(Vec::new()),
@@ -182,7 +186,7 @@ impl Core {
             vars.retain(|w| w.strong_count() > 0);
         }
         vars.push(Arc::downgrade(&inner));
-        Var { inner }
+        Var::new(inner)
     }
 
     pub(crate) fn live_vars(&self) -> Vec<Arc<VarInner>> {
@@ -194,21 +198,46 @@ impl Core {
     }
 
     pub(crate) fn check_var_pub(&self, var: &Var, op: &str) -> Result<(), EngineError> {
-        self.check_var(var, op, true)
+        self.check_var(var, op, self.any_deleted())
     }
 
-    fn check_var(&self, var: &Var, op: &str, refuse_deleted: bool) -> Result<(), EngineError> {
-        let id = var.inner.id;
-        if id.engine != self.id {
+    /// Some var of this engine has been deleted: pushes must check their
+    /// vars' deletion flags.
+    #[inline]
+    fn any_deleted(&self) -> bool {
+        self.any_deleted.load(Ordering::Acquire)
+    }
+
+    /// Marks `var` deleted for later pushes (after its deletion op was
+    /// pushed). The engine's flag is set first: a push that would see
+    /// the var's flag (ordered after this call) then sees the engine's
+    /// too, so skipping the per-var check while the engine's flag is
+    /// clear refuses nothing it should. A push racing the deletion may
+    /// miss both; its op is appended after the deletion and poisoned
+    /// there (`push_to`), as before.
+    pub(crate) fn mark_deleted(&self, var: &Var) {
+        self.any_deleted.store(true, Ordering::Release);
+        var.inner.deleted.store(true, Ordering::Release);
+    }
+
+    /// The push's checks of one var: made by this engine, and, when
+    /// `check_deleted`, not deleted. The engine's id comes from the
+    /// handle and the deletion flag is read only once some var has been
+    /// deleted, so that the pushes of an engine that deletes nothing read
+    /// one line per var (the one they append on), not two: a var used
+    /// once every few thousand ops has often lost both by its next push.
+    fn check_var(&self, var: &Var, op: &str, check_deleted: bool) -> Result<(), EngineError> {
+        if var.engine() != self.id {
+            let id = var.inner.id;
             return Err(EngineError::ForeignVar {
                 var: id,
                 var_engine: id.engine,
                 engine: self.id,
             });
         }
-        if refuse_deleted && var.inner.deleted.load(Ordering::Acquire) {
+        if check_deleted && var.inner.deleted.load(Ordering::Acquire) {
             return Err(EngineError::DeletedVar {
-                var: id,
+                var: var.inner.id,
                 op: op.to_string(),
             });
         }
@@ -258,23 +287,26 @@ impl Core {
             });
         }
         self.check_context(desc.context, &desc.name)?;
-        // The check below reads each var's read-only line and the append
-        // after it the var's first line: ask for both lines of every var
-        // now, so that with many vars (out of this core's caches) their
-        // misses overlap instead of coming one after another.
-        let prefetch = |v: &Var| v.inner.prefetch();
-        desc.reads.for_each(prefetch);
-        desc.writes.for_each(prefetch);
-        let mut err = None;
-        let mut check = |v: &Var| {
-            if err.is_none() {
-                err = self.check_var(v, &desc.name, !internal).err();
+        // The append reads each var's first line: ask for it now, so that
+        // with many vars (out of this core's caches) their misses overlap
+        // instead of coming one after another. Once the engine has deleted
+        // a var, the check reads each var's read-only line too: then every
+        // line is asked for before the first check. Otherwise the check
+        // reads only the handle, and one pass does both.
+        let check_deleted = !internal && self.any_deleted();
+        if check_deleted {
+            let prefetch = |v: &Var| {
+                v.inner.prefetch();
+                v.inner.prefetch_read_only();
+            };
+            desc.reads.for_each(prefetch);
+            desc.writes.for_each(prefetch);
+        }
+        for v in desc.reads.iter().chain(desc.writes.iter()) {
+            if !check_deleted {
+                v.inner.prefetch();
             }
-        };
-        desc.reads.for_each(&mut check);
-        desc.writes.for_each(&mut check);
-        if let Some(e) = err {
-            return Err(e);
+            self.check_var(v, &desc.name, check_deleted)?;
         }
 
         let _guard = AbortOnPanic::new();
@@ -946,7 +978,9 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
     let key = |v: &VarSlot| v.id.id;
     let addr = |v: &VarSlot| v.var.addr();
     let vars = &mut block.vars;
-    writes.for_each(|v| vars.push(VarSlot::new(&v.inner)));
+    for v in writes.iter() {
+        vars.push(VarSlot::new(&v.inner));
+    }
     let large = reads.len() + writes.len() > PAIRWISE_DEDUP_MAX;
     if large {
         vars.sort_unstable_by_key(key);
@@ -955,7 +989,9 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
         dedup_small(vars, 0, addr);
     }
     let nwrites = vars.len();
-    reads.for_each(|v| vars.push(VarSlot::new(&v.inner)));
+    for v in reads.iter() {
+        vars.push(VarSlot::new(&v.inner));
+    }
     if large {
         vars[nwrites..].sort_unstable_by_key(key);
         dedup_from(vars, nwrites, |a, b| key(a) == key(b));

@@ -389,9 +389,7 @@ impl Engine {
             None,
             false,
         )?;
-        var.inner
-            .deleted
-            .store(true, crate::sync::Ordering::Release);
+        self.core().mark_deleted(&var);
         Ok(())
     }
 

@@ -117,6 +117,43 @@ impl<'a> VarList<'a> {
             VarListInner::Refs(v) => v.iter().for_each(|v| f(v)),
         }
     }
+
+    /// The vars in order. A loop over this keeps its body inline, where a
+    /// closure handed to [`VarList::for_each`] from a large function (the
+    /// push) may become a call per var.
+    #[inline]
+    pub(crate) fn iter(&self) -> VarIter<'a> {
+        match self.0 {
+            VarListInner::Owned(v) => VarIter::Owned(v.iter()),
+            VarListInner::Refs(v) => VarIter::Refs(v.iter()),
+        }
+    }
+}
+
+/// Iterator over a [`VarList`].
+pub(crate) enum VarIter<'a> {
+    Owned(std::slice::Iter<'a, Var>),
+    Refs(std::slice::Iter<'a, &'a Var>),
+}
+
+impl<'a> Iterator for VarIter<'a> {
+    type Item = &'a Var;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a Var> {
+        match self {
+            VarIter::Owned(i) => i.next(),
+            VarIter::Refs(i) => i.next().copied(),
+        }
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            VarIter::Owned(i) => i.size_hint(),
+            VarIter::Refs(i) => i.size_hint(),
+        }
+    }
 }
 
 impl<'a> From<&'a [Var]> for VarList<'a> {

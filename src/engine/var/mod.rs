@@ -110,6 +110,25 @@ impl fmt::Display for VarId {
 /// ```
 pub struct Var {
     pub(crate) inner: Arc<VarInner>,
+    /// The engine that made the var (`inner.id.engine`), kept in the
+    /// handle: every push checks it, the push reads the handle anyway,
+    /// and an engine that deletes no var then never has its pushes read
+    /// the var's read-only line (see `Core::check_var`).
+    engine: u64,
+}
+
+impl Var {
+    /// The first handle of a var made by `Core::new_var`.
+    pub(crate) fn new(inner: Arc<VarInner>) -> Var {
+        let engine = inner.id.engine;
+        Var { inner, engine }
+    }
+
+    /// The engine that made the var, read from the handle.
+    #[inline]
+    pub(crate) fn engine(&self) -> u64 {
+        self.engine
+    }
 }
 
 impl Clone for Var {
@@ -117,6 +136,7 @@ impl Clone for Var {
         self.inner.done.handles.fetch_add(1, Ordering::Relaxed);
         Var {
             inner: self.inner.clone(),
+            engine: self.engine,
         }
     }
 }
@@ -257,11 +277,19 @@ pub(crate) struct Appended {
 }
 
 impl VarInner {
-    /// Starts fetching the lines a push touches: the first (appends) and
-    /// the read-only one (the checks). A hint only.
+    /// Starts fetching the line a push appends on. A hint only.
+    ///
+    /// The push reads the read-only line only for the deletion check, and
+    /// only once the engine has deleted some var (`Core::check_var`); it
+    /// is asked for then, with [`VarInner::prefetch_read_only`].
     #[inline]
     pub(crate) fn prefetch(&self) {
         crate::engine::prefetch::line(&*self.hot);
+    }
+
+    /// Starts fetching the read-only line (the deletion flag). A hint only.
+    #[inline]
+    pub(crate) fn prefetch_read_only(&self) {
         crate::engine::prefetch::line(&self.id);
     }
 
