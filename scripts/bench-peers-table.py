@@ -45,7 +45,9 @@ def merge(lines):
 def parse(path):
     """Rows keyed by (workload, body, workers): system -> its merged line."""
     lines, systems = {}, []
-    for line in open(path):
+    with open(path, encoding="utf-8") as results:
+        text = results.read().splitlines()
+    for line in text:
         if not line.startswith("workload="):
             continue
         f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
