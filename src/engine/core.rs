@@ -290,22 +290,20 @@ impl Core {
         // The append reads each var's first line: ask for it now, so that
         // with many vars (out of this core's caches) their misses overlap
         // instead of coming one after another. Once the engine has deleted
-        // a var, the check reads each var's read-only line too: then every
-        // line is asked for before the first check. Otherwise the check
-        // reads only the handle, and one pass does both.
+        // a var, the check reads each var's read-only line too: then both
+        // lines of every var are asked for before the first check (the
+        // second request for the first line is a no-op). (Plain loops:
+        // closures handed a var at a time from this large function
+        // compiled to a call per var.)
         let check_deleted = !internal && self.any_deleted();
         if check_deleted {
-            let prefetch = |v: &Var| {
+            for v in desc.reads.iter().chain(desc.writes.iter()) {
                 v.inner.prefetch();
                 v.inner.prefetch_read_only();
-            };
-            desc.reads.for_each(prefetch);
-            desc.writes.for_each(prefetch);
+            }
         }
         for v in desc.reads.iter().chain(desc.writes.iter()) {
-            if !check_deleted {
-                v.inner.prefetch();
-            }
+            v.inner.prefetch();
             self.check_var(v, &desc.name, check_deleted)?;
         }
 

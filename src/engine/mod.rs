@@ -275,10 +275,8 @@ impl Engine {
     where
         F: Fn(&OpCtx<'_>) -> OpResult + Send + Sync + 'static,
     {
-        let mut reads = Vec::new();
-        let mut writes = Vec::new();
-        desc.reads.for_each(|v| reads.push(v.clone()));
-        desc.writes.for_each(|v| writes.push(v.clone()));
+        let reads: Vec<Var> = desc.reads.iter().cloned().collect();
+        let writes: Vec<Var> = desc.writes.iter().cloned().collect();
         for v in reads.iter().chain(writes.iter()) {
             self.core().check_var_pub(v, &desc.name)?;
         }

@@ -111,16 +111,7 @@ impl<'a> VarList<'a> {
         }
     }
 
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&'a Var)) {
-        match self.0 {
-            VarListInner::Owned(v) => v.iter().for_each(f),
-            VarListInner::Refs(v) => v.iter().for_each(|v| f(v)),
-        }
-    }
-
-    /// The vars in order. A loop over this keeps its body inline, where a
-    /// closure handed to [`VarList::for_each`] from a large function (the
-    /// push) may become a call per var.
+    /// The vars in order.
     #[inline]
     pub(crate) fn iter(&self) -> VarIter<'a> {
         match self.0 {
