@@ -126,41 +126,10 @@ impl Trace {
     /// or the last writer when there were none). Used by the drivers of the
     /// peers that take a graph rather than infer one (rayon, oneTBB).
     pub fn inferred_edges(&self) -> Vec<Vec<u32>> {
-        const NONE: u32 = u32::MAX;
-        let mut last_writer = vec![NONE; self.vars];
-        let mut readers: Vec<Vec<u32>> = vec![Vec::new(); self.vars];
-        let mut preds: Vec<Vec<u32>> = Vec::with_capacity(self.ops.len());
-        for (i, op) in self.ops.iter().enumerate() {
-            let mut p: Vec<u32> = Vec::new();
-            for &v in self.reads(op) {
-                let w = last_writer[v as usize];
-                if w != NONE {
-                    p.push(w);
-                }
-            }
-            for &v in self.writes(op) {
-                let r = &readers[v as usize];
-                if r.is_empty() {
-                    let w = last_writer[v as usize];
-                    if w != NONE {
-                        p.push(w);
-                    }
-                } else {
-                    p.extend_from_slice(r);
-                }
-            }
-            p.sort_unstable();
-            p.dedup();
-            for &v in self.reads(op) {
-                readers[v as usize].push(i as u32);
-            }
-            for &v in self.writes(op) {
-                readers[v as usize].clear();
-                last_writer[v as usize] = i as u32;
-            }
-            preds.push(p);
-        }
-        preds
+        crate::engine::replay::graph::infer_preds(
+            self.vars,
+            self.ops.iter().map(|op| (self.reads(op), self.writes(op))),
+        )
     }
 }
 

@@ -197,6 +197,13 @@ impl Core {
         self.executor().pools()
     }
 
+    /// Threads that may run a replay's nodes at once: the workers of the
+    /// pool that ordinary CPU ops go to (one under the naive executor,
+    /// which runs everything on the thread that makes it ready).
+    pub(crate) fn replay_helpers(&self) -> usize {
+        self.executor().helper_pool().map_or(1, |p| p.workers())
+    }
+
     pub(crate) fn check_var_pub(&self, var: &Var, op: &str) -> Result<(), EngineError> {
         self.check_var(var, op, self.any_deleted())
     }

@@ -188,6 +188,17 @@ pub enum EngineError {
         /// The OS error.
         message: String,
     },
+    /// An op given to a [`ReplayBuilder`](crate::ReplayBuilder) sets what a
+    /// replay's nodes cannot have.
+    #[error("op `{op}` of replay `{replay}` sets {what}; a replay's nodes all run on the CPU pool at priority 0: push this op on its own instead")]
+    NotReplayable {
+        /// The op.
+        op: String,
+        /// The replay it was given to.
+        replay: String,
+        /// What it sets.
+        what: &'static str,
+    },
 }
 
 impl EngineError {

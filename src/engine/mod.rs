@@ -48,6 +48,7 @@ mod op;
 mod operator;
 mod prefetch;
 mod ready;
+pub(crate) mod replay;
 mod signal;
 mod var;
 
@@ -67,6 +68,7 @@ pub use diagnostics::{PendingOp, PendingReport, VarReport};
 pub use error::{BuildError, EngineError, Failure, FailureKind, OpError};
 pub use op::{Context, OpCtx, OpDesc, OpResult, Property, VarList};
 pub use operator::Operator;
+pub use replay::{Replay, ReplayBuilder};
 pub use var::{Var, VarId};
 
 use self::core::Core;

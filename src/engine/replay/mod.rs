@@ -1,0 +1,308 @@
+//! Capture a graph of ops once, replay it many times: [`Replay`].
+//! `run.rs` runs one replay, `graph.rs` infers its edges.
+
+pub(crate) mod graph;
+pub(crate) mod run;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::sync::Arc;
+
+use super::core::Core;
+use super::op::{Body, Context, OpDesc, OpResult, Property};
+use super::var::{Var, VarId};
+use super::{Engine, EngineError, OpError};
+use graph::{infer_preds, Edges};
+use run::{Graph, Node, Run};
+
+/// Collects the nodes of a [`Replay`]: ops described as for
+/// [`Engine::push`], in push order. Made by [`Engine::replay_builder`].
+pub struct ReplayBuilder {
+    core: Arc<Core>,
+    name: Cow<'static, str>,
+    nodes: Vec<Node>,
+    /// Each node's reads and writes, as dense var indices.
+    io: Vec<(Vec<u32>, Vec<u32>)>,
+    index: HashMap<VarId, u32>,
+    vars: Vec<Var>,
+    written: Vec<bool>,
+}
+
+impl ReplayBuilder {
+    /// Adds a node: `desc` names it and declares the vars it reads and
+    /// writes, as for a push; `body` runs once per replay.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::ForeignVar`] or [`EngineError::DeletedVar`] for a var
+    /// that cannot be used, as a push would report;
+    /// [`EngineError::NotReplayable`] when `desc` sets a context other than
+    /// `cpu(0)`, a property other than `Normal`, or a priority: a replay's
+    /// nodes all run on the CPU pool, in the graph's order.
+    pub fn push<F>(&mut self, desc: OpDesc<'_>, body: F) -> Result<(), EngineError>
+    where
+        F: Fn() -> OpResult + Send + Sync + 'static,
+    {
+        let what = if desc.context != Context::Cpu(0) {
+            Some("a context other than cpu(0)")
+        } else if desc.property != Property::Normal {
+            Some("a property other than Normal")
+        } else if desc.priority != 0 {
+            Some("a priority")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(EngineError::NotReplayable {
+                op: desc.name.to_string(),
+                replay: self.name.to_string(),
+                what,
+            });
+        }
+        for v in desc.writes.iter().chain(desc.reads.iter()) {
+            self.core.check_var_pub(v, &desc.name)?;
+        }
+        let mut writes: Vec<u32> = desc.writes.iter().map(|v| self.index_of(v, true)).collect();
+        writes.sort_unstable();
+        writes.dedup();
+        let mut reads: Vec<u32> = desc
+            .reads
+            .iter()
+            .map(|v| self.index_of(v, false))
+            .filter(|i| writes.binary_search(i).is_err())
+            .collect();
+        reads.sort_unstable();
+        reads.dedup();
+        let vars: Box<[u32]> = writes.iter().chain(reads.iter()).copied().collect();
+        self.nodes.push(Node {
+            name: desc.name,
+            body: Box::new(body),
+            vars,
+            nwrites: writes.len(),
+        });
+        self.io.push((reads, writes));
+        Ok(())
+    }
+
+    fn index_of(&mut self, v: &Var, write: bool) -> u32 {
+        let next = self.vars.len() as u32;
+        let i = *self.index.entry(v.id()).or_insert(next);
+        if i == next {
+            self.vars.push(v.clone());
+            self.written.push(false);
+        }
+        self.written[i as usize] |= write;
+        i
+    }
+
+    /// Nodes added so far.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when no node was added.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Infers the graph from the nodes' vars, in the order they were added.
+    pub fn build(self) -> Replay {
+        let preds = infer_preds(
+            self.vars.len(),
+            self.io.iter().map(|(r, w)| (&r[..], &w[..])),
+        );
+        let edges = Edges::from_preds(&preds);
+        let n_edges = preds.iter().map(Vec::len).sum();
+        let (mut reads, mut writes) = (Vec::new(), Vec::new());
+        for (v, w) in self.vars.into_iter().zip(self.written) {
+            if w {
+                writes.push(v);
+            } else {
+                reads.push(v);
+            }
+        }
+        Replay {
+            graph: Arc::new(Graph {
+                name: self.name,
+                vars: self.index.len(),
+                nodes: self.nodes.into_boxed_slice(),
+                edges,
+            }),
+            reads,
+            writes,
+            n_edges,
+        }
+    }
+}
+
+impl fmt::Debug for ReplayBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplayBuilder")
+            .field("name", &self.name)
+            .field("nodes", &self.nodes.len())
+            .field("vars", &self.vars.len())
+            .finish()
+    }
+}
+
+/// A graph of ops captured once, pushed whole with [`Engine::push_replay`]
+/// as many times as needed.
+///
+/// A training step pushes the same ops on the same vars every iteration,
+/// and the engine infers the same graph from them every time: each push
+/// takes the locks of its vars and queues behind what was pushed before.
+/// A [`Replay`] does that inference once, when it is built, from the
+/// nodes' reads and writes in push order (the edges are exactly the
+/// orderings the var queues would enforce), and keeps the graph as
+/// successor lists.
+///
+/// [`Engine::push_replay`] then pushes the whole graph as one op that
+/// reads every var the nodes only read and writes every var they write,
+/// so it is ordered with the engine's other ops as one op would be. When
+/// that op starts, the nodes run on the CPU pool's workers: a node's
+/// completion counts down its successors, and the thread that makes a
+/// successor ready runs it next (`run.rs` has the protocol). A node costs
+/// a countdown and a call, not a push.
+///
+/// Failures follow the engine's rule: a node that fails or panics taints
+/// the vars it writes, the later nodes that use them are skipped, and the
+/// replay's op fails with the first failure, which the engine then reports
+/// on every var the replay writes.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, OpDesc};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+///
+/// let engine = Engine::builder().cpu_workers(2).build()?;
+/// let (x, y) = (engine.new_var(), engine.new_var());
+/// let (vx, vy) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+///
+/// let mut step = engine.replay_builder("step");
+/// let w = vx.clone();
+/// step.push(OpDesc::new("x += 1").writes(&x), move || {
+///     w.fetch_add(1, Ordering::SeqCst);
+///     Ok(())
+/// })?;
+/// let (r, w) = (vx.clone(), vy.clone());
+/// step.push(OpDesc::new("y = 10 x").reads(&x).writes(&y), move || {
+///     w.store(10 * r.load(Ordering::SeqCst), Ordering::SeqCst);
+///     Ok(())
+/// })?;
+/// let step = step.build();
+/// assert_eq!((step.len(), step.edges()), (2, 1));
+///
+/// for _ in 0..3 {
+///     engine.push_replay(&step)?;
+/// }
+/// engine.wait_for_var(&y)?;
+/// assert_eq!(vy.load(Ordering::SeqCst), 30);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Replay {
+    graph: Arc<Graph>,
+    reads: Vec<Var>,
+    writes: Vec<Var>,
+    n_edges: usize,
+}
+
+impl Replay {
+    /// The name given to [`Engine::replay_builder`].
+    pub fn name(&self) -> &str {
+        &self.graph.name
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.graph.nodes.len()
+    }
+
+    /// True when the replay has no node.
+    pub fn is_empty(&self) -> bool {
+        self.graph.nodes.is_empty()
+    }
+
+    /// Number of edges inferred between the nodes.
+    pub fn edges(&self) -> usize {
+        self.n_edges
+    }
+
+    /// The vars some node writes: the replay's op writes them all.
+    pub fn writes(&self) -> &[Var] {
+        &self.writes
+    }
+
+    /// The vars the nodes only read: the replay's op reads them.
+    pub fn reads(&self) -> &[Var] {
+        &self.reads
+    }
+}
+
+impl fmt::Debug for Replay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Replay")
+            .field("name", &self.graph.name)
+            .field("nodes", &self.graph.nodes.len())
+            .field("edges", &self.n_edges)
+            .field("reads", &self.reads.len())
+            .field("writes", &self.writes.len())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Starts capturing a graph named `name` (see [`Replay`]).
+    pub fn replay_builder(&self, name: impl Into<Cow<'static, str>>) -> ReplayBuilder {
+        ReplayBuilder {
+            core: self.core().arc(),
+            name: name.into(),
+            nodes: Vec::new(),
+            io: Vec::new(),
+            index: HashMap::new(),
+            vars: Vec::new(),
+            written: Vec::new(),
+        }
+    }
+
+    /// Pushes one run of `replay`: one op that reads the vars its nodes only
+    /// read and writes those they write. When it starts, the nodes run on
+    /// the CPU pool in the captured graph's order; it completes when the
+    /// last node has, and fails with the first node that failed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Engine::push`] for the replay's op (a var deleted since the
+    /// replay was built, an engine shut down); a replay built on another
+    /// engine fails with [`EngineError::ForeignVar`] when it has any var.
+    pub fn push_replay(&self, replay: &Replay) -> Result<(), EngineError> {
+        let graph = replay.graph.clone();
+        let core = self.core().arc();
+        let helpers = core.replay_helpers();
+        let helper_name: Cow<'static, str> = format!("{} (replay helper)", graph.name).into();
+        let body = Body::asynchronous(move |_, completion| {
+            let spawn_core = core.clone();
+            let spawn: run::Spawn = Box::new(move |run: Arc<Run>| {
+                let help = Body::sync(move |_| {
+                    run.help();
+                    Ok(())
+                });
+                spawn_core
+                    .push(OpDesc::new(helper_name.clone()), help, None, false)
+                    .is_ok()
+            });
+            let finish: run::Finish = Box::new(move |outcome| match outcome {
+                Ok(()) => completion.done(),
+                Err(why) => completion.fail(OpError::msg(why)),
+            });
+            Run::new(graph, helpers, spawn, finish).start();
+        });
+        let desc = OpDesc::new(replay.graph.name.clone())
+            .reads(&replay.reads)
+            .writes(&replay.writes);
+        self.core().push(desc, body, None, false)
+    }
+}

@@ -1,0 +1,323 @@
+//! Captured graphs (`Replay`) on every executor: the same effects as
+//! pushing their ops one by one, ordering with ordinary ops, failures
+//! and misuse.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use depengine::{Engine, EngineError, EngineKind, OpDesc, OpError, Property};
+
+fn engines() -> Vec<Engine> {
+    let mut v = Vec::new();
+    for kind in [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice] {
+        for workers in [1, 2, 4] {
+            if kind == EngineKind::Naive && workers > 1 {
+                continue;
+            }
+            v.push(
+                Engine::builder()
+                    .kind(kind)
+                    .cpu_workers(workers)
+                    .build()
+                    .unwrap(),
+            );
+        }
+    }
+    v
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A random op: the vars it reads and writes (distinct).
+struct RandOp {
+    reads: Vec<usize>,
+    writes: Vec<usize>,
+}
+
+fn random_ops(seed: u64, n: usize, vars: usize) -> Vec<RandOp> {
+    let mut s = seed;
+    let mut next = |m: usize| {
+        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        (mix(s) % m as u64) as usize
+    };
+    (0..n)
+        .map(|_| {
+            let (nr, nw) = (next(4), 1 + next(2));
+            let mut used: Vec<usize> = Vec::new();
+            let mut writes = Vec::new();
+            let mut reads = Vec::new();
+            for k in 0..nw + nr {
+                let v = next(vars);
+                if used.contains(&v) {
+                    continue;
+                }
+                used.push(v);
+                if k < nw {
+                    writes.push(v);
+                } else {
+                    reads.push(v);
+                }
+            }
+            RandOp { reads, writes }
+        })
+        .collect()
+}
+
+/// What op `i` does to the values: every write depends on the op, on every
+/// var it reads and on the var's own value, so any reordering of dependent
+/// ops changes some value.
+fn apply(i: usize, op: &RandOp, vals: &[AtomicU64]) {
+    let mut h = mix(i as u64 + 1);
+    for &r in &op.reads {
+        h = mix(h ^ vals[r].load(Ordering::Relaxed));
+    }
+    for &w in &op.writes {
+        let old = vals[w].load(Ordering::Relaxed);
+        vals[w].store(mix(h ^ old ^ w as u64), Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn replays_have_the_effects_of_the_ops_pushed_one_by_one() {
+    const VARS: usize = 12;
+    const REPS: usize = 15;
+    for seed in 1..=4u64 {
+        let ops = Arc::new(random_ops(seed, 250, VARS));
+        // The serial reference: the replay's ops in order, with the
+        // ordinary op between replays.
+        let want: Vec<AtomicU64> = (0..VARS).map(|_| AtomicU64::new(0)).collect();
+        for rep in 0..REPS {
+            for (i, op) in ops.iter().enumerate() {
+                apply(i, op, &want);
+            }
+            want[0].store(
+                mix(want[0].load(Ordering::Relaxed) ^ rep as u64),
+                Ordering::Relaxed,
+            );
+        }
+        for engine in engines() {
+            let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
+            let vals: Arc<Vec<AtomicU64>> =
+                Arc::new((0..VARS).map(|_| AtomicU64::new(0)).collect());
+            let mut b = engine.replay_builder("random");
+            for i in 0..ops.len() {
+                let reads: Vec<_> = ops[i].reads.iter().map(|&v| vars[v].clone()).collect();
+                let writes: Vec<_> = ops[i].writes.iter().map(|&v| vars[v].clone()).collect();
+                let (ops, vals) = (ops.clone(), vals.clone());
+                b.push(
+                    OpDesc::new(format!("op{i}")).reads(&reads).writes(&writes),
+                    move || {
+                        apply(i, &ops[i], &vals);
+                        Ok(())
+                    },
+                )
+                .unwrap();
+            }
+            let replay = b.build();
+            assert_eq!(replay.len(), ops.len());
+            for rep in 0..REPS {
+                engine.push_replay(&replay).unwrap();
+                let vals = vals.clone();
+                engine
+                    .push(OpDesc::new("between").writes(&vars[0]), move |_| {
+                        let v = vals[0].load(Ordering::Relaxed);
+                        vals[0].store(mix(v ^ rep as u64), Ordering::Relaxed);
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            engine.wait_for_all().unwrap();
+            for v in 0..VARS {
+                assert_eq!(
+                    vals[v].load(Ordering::Relaxed),
+                    want[v].load(Ordering::Relaxed),
+                    "seed {seed}, var {v}, {:?} with {:?}",
+                    engine.kind(),
+                    engine.pools()
+                );
+            }
+            // A var some node writes went up by one per replay (the
+            // replay's op writes it once), var 0 also by the ordinary ops.
+            assert_eq!(vars[0].version(), 2 * REPS as u64);
+        }
+    }
+}
+
+#[test]
+fn independent_nodes_run_at_the_same_time_on_two_workers() {
+    // Each node waits (up to a generous bound) for the other to start: on
+    // one thread the first would wait out the bound alone.
+    let engine = Engine::builder().cpu_workers(2).build().unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let met = Arc::new(AtomicUsize::new(0));
+    let (x, y) = (engine.new_var(), engine.new_var());
+    let mut b = engine.replay_builder("pair");
+    for v in [&x, &y] {
+        let (started, met) = (started.clone(), met.clone());
+        b.push(OpDesc::new("meet").writes(v), move || {
+            started.fetch_add(1, Ordering::SeqCst);
+            let t = Instant::now();
+            while started.load(Ordering::SeqCst) % 2 != 0 && t.elapsed() < Duration::from_secs(20) {
+                std::hint::spin_loop();
+            }
+            if started.load(Ordering::SeqCst) % 2 == 0 {
+                met.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let replay = b.build();
+    assert_eq!(replay.edges(), 0);
+    engine.push_replay(&replay).unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(
+        met.load(Ordering::SeqCst),
+        2,
+        "the two nodes never ran together"
+    );
+}
+
+#[test]
+fn a_failed_node_skips_what_uses_its_vars_and_fails_the_replay() {
+    for fail_by_panic in [false, true] {
+        for engine in engines() {
+            let (x, y, z) = (engine.new_var(), engine.new_var(), engine.new_var());
+            let ran = Arc::new(AtomicUsize::new(0));
+            let mut b = engine.replay_builder("step");
+            b.push(OpDesc::new("bad").writes(&x), move || {
+                if fail_by_panic {
+                    panic!("boom");
+                }
+                Err(OpError::msg("boom"))
+            })
+            .unwrap();
+            let r = ran.clone();
+            b.push(OpDesc::new("uses x").reads(&x).writes(&y), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+            let r = ran.clone();
+            b.push(OpDesc::new("then y").writes(&y), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+            let r = ran.clone();
+            b.push(OpDesc::new("other").writes(&z), move || {
+                r.fetch_add(100, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+            let replay = b.build();
+            engine.push_replay(&replay).unwrap();
+            let err = engine.wait_for_all().unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                msg.contains("node `bad` (#0) of replay `step` failed"),
+                "{msg}"
+            );
+            assert!(msg.contains("boom"), "{msg}");
+            assert!(msg.contains("2 later node(s)"), "{msg}");
+            assert_eq!(fail_by_panic, msg.contains("panicked"), "{msg}");
+            // `uses x` and `then y` (y tainted by the skipped `uses x`)
+            // were skipped; `other` ran.
+            assert_eq!(ran.load(Ordering::SeqCst), 100, "{:?}", engine.kind());
+        }
+    }
+}
+
+#[test]
+fn a_node_that_fails_without_writes_taints_nothing() {
+    let engine = Engine::builder().cpu_workers(2).build().unwrap();
+    let (x, y) = (engine.new_var(), engine.new_var());
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut b = engine.replay_builder("reads");
+    b.push(OpDesc::new("w").writes(&x), || Ok(())).unwrap();
+    b.push(OpDesc::new("bad reader").reads(&x), || {
+        Err(OpError::msg("no"))
+    })
+    .unwrap();
+    let r = ran.clone();
+    b.push(OpDesc::new("next writer").reads(&x).writes(&y), move || {
+        r.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    engine.push_replay(&b.build()).unwrap();
+    let msg = engine.wait_for_all().unwrap_err().to_string();
+    assert!(
+        msg.contains("node `bad reader` (#1)") && msg.contains("0 later node(s)"),
+        "{msg}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn an_empty_replay_completes_and_writes_nothing() {
+    for engine in engines() {
+        let replay = engine.replay_builder("empty").build();
+        assert!(replay.is_empty());
+        engine.push_replay(&replay).unwrap();
+        engine.wait_for_all().unwrap();
+    }
+}
+
+#[test]
+fn misuse_is_an_error_naming_the_op() {
+    let engine = Engine::builder().cpu_workers(1).build().unwrap();
+    let other = Engine::builder().cpu_workers(1).build().unwrap();
+    let x = engine.new_var();
+    let mut b = engine.replay_builder("step");
+    let err = b
+        .push(OpDesc::new("urgent").writes(&x).priority(5), || Ok(()))
+        .unwrap_err();
+    assert!(matches!(err, EngineError::NotReplayable { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("op `urgent` of replay `step` sets a priority"),
+        "{err}"
+    );
+    let err = b
+        .push(
+            OpDesc::new("copy")
+                .writes(&x)
+                .property(Property::CopyToDevice),
+            || Ok(()),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("a property other than Normal"),
+        "{err}"
+    );
+    let foreign = other.new_var();
+    let err = b
+        .push(OpDesc::new("foreign").reads(&foreign).writes(&x), || Ok(()))
+        .unwrap_err();
+    assert!(matches!(err, EngineError::ForeignVar { .. }), "{err}");
+    assert!(b.is_empty(), "refused ops are not added");
+
+    // A var deleted after the replay was built: the push is refused.
+    let y = engine.new_var();
+    b.push(OpDesc::new("w").writes(&y), || Ok(())).unwrap();
+    let replay = b.build();
+    engine.delete_var(y).unwrap();
+    engine.wait_for_all().unwrap();
+    let err = engine.push_replay(&replay).unwrap_err();
+    assert!(matches!(err, EngineError::DeletedVar { .. }), "{err}");
+    // Pushed to another engine: its vars are foreign there.
+    let err = other.push_replay(&replay).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EngineError::ForeignVar { .. } | EngineError::DeletedVar { .. }
+        ),
+        "{err}"
+    );
+}
