@@ -216,3 +216,26 @@ fn a_pool_limit_names_its_system() {
     refused(&["--workload", "indep", "--pooled-op-blocks", "-1"]);
     refused(&["--workload", "indep", "--pooled-op-blocks", "8", "--ideal"]);
 }
+
+#[test]
+fn replay_runs_name_their_system_and_refuse_priority_and_roundtrip() {
+    let line = result_line(&[
+        "--workload",
+        "wavefront",
+        "--n",
+        "30",
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        "--replay",
+    ]);
+    assert_eq!(field(&line, "system"), "depengine-per-device-replay");
+    assert_eq!(field(&line, "ops"), "900");
+    for workload in ["priority", "roundtrip"] {
+        let err = refused(&["--workload", workload, "--replay"]);
+        assert!(err.contains("--replay") && err.contains(workload), "{err}");
+    }
+    let err = refused(&["--replay", "--batch", "8"]);
+    assert!(err.contains("--batch"), "{err}");
+}

@@ -28,7 +28,9 @@ use std::time::Duration;
 use crate::{Engine, EngineError};
 
 pub use ideal::{ideal_schedule, IdealSchedule};
-pub use run::{busy, roundtrip, run_trace, run_trace_batched, run_trace_pushers, RunResult};
+pub use run::{
+    busy, roundtrip, run_trace, run_trace_batched, run_trace_pushers, run_trace_replay, RunResult,
+};
 pub use trace::{SplitMix64, Trace, TraceOp, TRACE_MAGIC, TRACE_VERSION};
 pub use workload::{
     Spec, Workload, ALL_WORKLOADS, FAN_READERS, PRIORITY_HIGH_OPS, PRIORITY_LOW_BODY_NS, SEED,

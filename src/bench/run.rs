@@ -184,6 +184,46 @@ fn finish_run(
     })
 }
 
+/// [`run_trace`] through a [`Replay`](crate::Replay): the graph is
+/// captured from the trace before the clock starts (as the oneTBB and
+/// rayon drivers build theirs), then (timed) pushed whole with
+/// [`Engine::push_replay`] and waited for. Priorities are not kept: a
+/// replay's nodes have none.
+///
+/// # Errors
+///
+/// Any error of the engine (none is expected).
+pub fn run_trace_replay(engine: &Engine, trace: &Trace) -> Result<RunResult, EngineError> {
+    let vars: Vec<Var> = (0..trace.vars).map(|_| engine.new_var()).collect();
+    let mut reads: Vec<&Var> = Vec::with_capacity(32);
+    let mut writes: Vec<&Var> = Vec::with_capacity(4);
+    let mut builder = engine.replay_builder("bench");
+    for op in &trace.ops {
+        gather(trace, op, &vars, &mut reads, &mut writes);
+        let desc = OpDesc::new("bench").reads(&reads).writes(&writes);
+        let ns = op.body_ns;
+        if ns == 0 {
+            builder.push(desc, || Ok(()))?;
+        } else {
+            builder.push(desc, move || {
+                busy(ns);
+                Ok(())
+            })?;
+        }
+    }
+    drop(reads);
+    drop(writes);
+    let replay = builder.build();
+    engine.wait_for_all()?;
+    let start = Instant::now();
+    engine.push_replay(&replay)?;
+    let push_elapsed = start.elapsed();
+    engine.wait_for_all()?;
+    let elapsed = start.elapsed();
+    drop(replay);
+    finish_run(engine, vars, elapsed, push_elapsed, Vec::new())
+}
+
 /// [`run_trace`] with `pushers` pushing threads: op `i` is pushed by
 /// thread `i % pushers`, each thread in trace order, all at once. Only for
 /// traces whose ops do not depend on one another's order (`indep`,

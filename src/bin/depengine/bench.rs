@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use depengine::bench::{
-    ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, Spec, Summary,
-    Workload,
+    ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, run_trace_replay,
+    Spec, Summary, Workload,
 };
 use depengine::{Engine, EngineKind};
 
@@ -66,6 +66,13 @@ pub(crate) struct BenchArgs {
     /// order between threads). The line's system gets `-pushers<N>`.
     #[arg(long, default_value_t = 1, conflicts_with_all = ["dump_trace", "ideal", "batch"])]
     pushers: usize,
+    /// Capture the workload as a graph before the clock starts and push it
+    /// whole (`Engine::push_replay`), as the oneTBB and rayon drivers are
+    /// handed the graph: the cost of running a graph without inferring it.
+    /// Not for priority (a replay's nodes have no priority) or roundtrip.
+    /// The line's system gets `-replay`.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal", "batch", "pushers", "help_push"])]
+    replay: bool,
     /// Most op blocks the engine keeps for reuse
     /// (`EngineBuilder::pooled_op_blocks`; default: the library's,
     /// 1,048,576). Given, the line's system gets `-pool<N>`.
@@ -102,6 +109,13 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.batch > 0 && args.workload == Workload::Roundtrip {
         return Err("--batch does not apply to roundtrip, which waits after every push".into());
+    }
+    if args.replay && matches!(args.workload, Workload::Priority | Workload::Roundtrip) {
+        return Err(format!(
+            "--replay does not apply to {}: a replay's nodes have no priority, and roundtrip waits after every push",
+            args.workload
+        )
+        .into());
     }
     if args.pushers == 0 {
         return Err("--pushers must be at least 1".into());
@@ -161,6 +175,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.pushers > 1 {
         system += &format!("-pushers{}", args.pushers);
     }
+    if args.replay {
+        system += "-replay";
+    }
     if let Some(n) = args.pooled_op_blocks {
         system += &format!("-pool{n}");
     }
@@ -184,7 +201,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         total_ops = trace.ops.len();
         let body_total = trace.total_body_ns() as f64;
         let run_once = || {
-            if args.pushers > 1 {
+            if args.replay {
+                run_trace_replay(&engine, &trace)
+            } else if args.pushers > 1 {
                 run_trace_pushers(&engine, &trace, None, args.pushers)
             } else {
                 run_trace_batched(&engine, &trace, None, args.batch)
