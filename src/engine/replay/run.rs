@@ -304,3 +304,134 @@ impl Run {
         finish(outcome);
     }
 }
+
+/// loom models of the protocol above: every interleaving of the helpers
+/// that loom explores runs each node once, after its predecessors (the
+/// nodes' cells are loom cells: a node reading a predecessor's cell
+/// without a happens-before edge is reported as a race), and finishes the
+/// run once. Run by `scripts/loom.sh` (`cargo test --lib loom_models`).
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::engine::OpError;
+    use crate::engine::replay::graph::{infer_preds, Edges};
+    use crate::sync::loom_model as model;
+    use loom::cell::UnsafeCell;
+    use loom::thread;
+
+    /// Each node's result: 1 + the largest result of its predecessors.
+    struct Cells(Vec<UnsafeCell<u32>>);
+    // SAFETY: the cells are shared only to let loom check that the run's
+    // protocol orders every access (it reports a race otherwise).
+    unsafe impl Sync for Cells {}
+    // SAFETY: as above.
+    unsafe impl Send for Cells {}
+
+    /// Runs the graph of `ops` (reads, writes as var indices) with two
+    /// helpers at most; node `fail` (if any) fails. Returns the outcome
+    /// and each node's cell (0: skipped).
+    fn run(
+        ops: &[(&[u32], &[u32])],
+        vars: usize,
+        fail: Option<usize>,
+    ) -> (Result<(), String>, Vec<u32>) {
+        let preds = infer_preds(vars, ops.iter().copied());
+        let cells =
+            std::sync::Arc::new(Cells((0..ops.len()).map(|_| UnsafeCell::new(0)).collect()));
+        let nodes: Vec<Node> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, (r, w))| {
+                let (cells, p) = (cells.clone(), preds[i].clone());
+                let body: NodeBody = Box::new(move || {
+                    let mut v = 1;
+                    for &j in &p {
+                        // SAFETY: loom checks the access (see `Cells`).
+                        v = v.max(1 + cells.0[j as usize].with(|c| unsafe { *c }));
+                    }
+                    // SAFETY: as above.
+                    cells.0[i].with_mut(|c| unsafe { *c = v });
+                    if fail == Some(i) {
+                        return Err(OpError::msg("boom"));
+                    }
+                    Ok(())
+                });
+                Node {
+                    name: format!("n{i}").into(),
+                    body,
+                    vars: w.iter().chain(r.iter()).copied().collect(),
+                    nwrites: w.len(),
+                }
+            })
+            .collect();
+        let graph = Arc::new(Graph {
+            name: "m".into(),
+            nodes: nodes.into_boxed_slice(),
+            edges: Edges::from_preds(&preds),
+            vars,
+        });
+        let handles = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let outcome = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let h = handles.clone();
+        let spawn: Spawn = Box::new(move |run: Arc<Run>| {
+            h.lock().unwrap().push(thread::spawn(move || run.help()));
+            true
+        });
+        let o = outcome.clone();
+        let finish: Finish = Box::new(move |r| {
+            let mut o = o.lock().unwrap();
+            assert!(o.is_none(), "finished twice");
+            *o = Some(r);
+        });
+        Run::new(graph, 2, spawn, finish).start();
+        loop {
+            let next = handles.lock().unwrap().pop();
+            match next {
+                Some(t) => t.join().unwrap(),
+                None => break,
+            }
+        }
+        let r = outcome.lock().unwrap().take().expect("the run finished");
+        let cells = std::sync::Arc::try_unwrap(cells)
+            .ok()
+            .expect("helpers are gone");
+        (r, cells.0.into_iter().map(|c| c.into_inner()).collect())
+    }
+
+    #[test]
+    fn a_diamond_runs_each_node_once_after_its_predecessors() {
+        // 0 writes a; 1 and 2 read a and write b and c; 3 reads b and c.
+        model(|| {
+            let (r, cells) = run(
+                &[(&[], &[0]), (&[0], &[1]), (&[0], &[2]), (&[1, 2], &[3])],
+                4,
+                None,
+            );
+            assert_eq!(r, Ok(()));
+            assert_eq!(cells, vec![1, 2, 2, 3]);
+        });
+    }
+
+    #[test]
+    fn two_roots_and_a_join_reach_both_helpers_without_stranding() {
+        model(|| {
+            let (r, cells) = run(&[(&[], &[0]), (&[], &[1]), (&[0, 1], &[2])], 3, None);
+            assert_eq!(r, Ok(()));
+            assert_eq!(cells, vec![1, 1, 2]);
+        });
+    }
+
+    #[test]
+    fn a_failure_skips_the_nodes_on_its_vars_and_fails_the_run_once() {
+        // 0 writes a and fails; 1 reads a (skipped); 2 writes b (runs).
+        model(|| {
+            let (r, cells) = run(&[(&[], &[0]), (&[0], &[2]), (&[], &[1])], 3, Some(0));
+            let why = r.unwrap_err();
+            assert!(
+                why.contains("node `n0` (#0)") && why.contains("1 later node(s)"),
+                "{why}"
+            );
+            assert_eq!(cells, vec![1, 0, 1]);
+        });
+    }
+}
