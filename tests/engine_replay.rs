@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use depengine::{Engine, EngineError, EngineKind, OpDesc, OpError, Property};
+use depengine::{
+    Engine, EngineError, EngineKind, OpDesc, OpError, PrivateAccess, PrivateVar, Property,
+};
 
 fn engines() -> Vec<Engine> {
     let mut v = Vec::new();
@@ -101,16 +103,33 @@ fn replays_have_the_effects_of_the_ops_pushed_one_by_one() {
             );
         }
         for engine in engines() {
-            let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
+            // The first half engine vars, the second half private to the
+            // replay.
+            let vars: Vec<_> = (0..VARS / 2).map(|_| engine.new_var()).collect();
             let vals: Arc<Vec<AtomicU64>> =
                 Arc::new((0..VARS).map(|_| AtomicU64::new(0)).collect());
             let mut b = engine.replay_builder("random");
+            let private: Vec<PrivateVar> = (VARS / 2..VARS).map(|_| b.private_var()).collect();
             for i in 0..ops.len() {
-                let reads: Vec<_> = ops[i].reads.iter().map(|&v| vars[v].clone()).collect();
-                let writes: Vec<_> = ops[i].writes.iter().map(|&v| vars[v].clone()).collect();
+                let engine_vars = |list: &[usize]| -> Vec<_> {
+                    list.iter()
+                        .filter(|&&v| v < VARS / 2)
+                        .map(|&v| vars[v].clone())
+                        .collect()
+                };
+                let private_vars = |list: &[usize]| -> Vec<_> {
+                    list.iter()
+                        .filter(|&&v| v >= VARS / 2)
+                        .map(|&v| private[v - VARS / 2])
+                        .collect()
+                };
+                let (reads, writes) = (engine_vars(&ops[i].reads), engine_vars(&ops[i].writes));
+                let (p_reads, p_writes) =
+                    (private_vars(&ops[i].reads), private_vars(&ops[i].writes));
                 let (ops, vals) = (ops.clone(), vals.clone());
-                b.push(
+                b.push_with(
                     OpDesc::new(format!("op{i}")).reads(&reads).writes(&writes),
+                    PrivateAccess::new().reads(&p_reads).writes(&p_writes),
                     move || {
                         apply(i, &ops[i], &vals);
                         Ok(())
@@ -120,6 +139,8 @@ fn replays_have_the_effects_of_the_ops_pushed_one_by_one() {
             }
             let replay = b.build();
             assert_eq!(replay.len(), ops.len());
+            // The replay's op holds the engine vars only.
+            assert!(replay.reads().len() + replay.writes().len() <= VARS / 2);
             for rep in 0..REPS {
                 engine.push_replay(&replay).unwrap();
                 let vals = vals.clone();
@@ -301,6 +322,20 @@ fn misuse_is_an_error_naming_the_op() {
         .push(OpDesc::new("foreign").reads(&foreign).writes(&x), || Ok(()))
         .unwrap_err();
     assert!(matches!(err, EngineError::ForeignVar { .. }), "{err}");
+    let mut other_builder = engine.replay_builder("other");
+    let theirs = other_builder.private_var();
+    let err = b
+        .push_with(
+            OpDesc::new("stray").writes(&x),
+            PrivateAccess::new().reads(&[theirs]),
+            || Ok(()),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("op `stray` of replay `step` sets a private var of another replay"),
+        "{err}"
+    );
     assert!(b.is_empty(), "refused ops are not added");
 
     // A var deleted after the replay was built: the push is refused.

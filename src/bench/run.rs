@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{thread, Arc, Condvar, Mutex};
-use crate::{Batch, Completion, Engine, EngineError, OpDesc, Var};
+use crate::{Batch, Completion, Engine, EngineError, OpDesc, PrivateAccess, PrivateVar, Var};
 
 use super::trace::{Trace, TraceOp};
 
@@ -184,6 +184,17 @@ fn finish_run(
     })
 }
 
+/// Which vars a replayed trace's nodes name ([`run_trace_replay`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayVars {
+    /// Engine vars: the replay's op holds every one of them, so its push
+    /// and completion cost a var append and release each.
+    Engine,
+    /// Private vars of the replay ([`ReplayBuilder::private_var`](crate::ReplayBuilder::private_var)):
+    /// the graph alone, as the oneTBB and rayon drivers get it.
+    Private,
+}
+
 /// [`run_trace`] through a [`Replay`](crate::Replay): the graph is
 /// captured from the trace before the clock starts (as the oneTBB and
 /// rayon drivers build theirs), then (timed) pushed whole with
@@ -193,19 +204,45 @@ fn finish_run(
 /// # Errors
 ///
 /// Any error of the engine (none is expected).
-pub fn run_trace_replay(engine: &Engine, trace: &Trace) -> Result<RunResult, EngineError> {
-    let vars: Vec<Var> = (0..trace.vars).map(|_| engine.new_var()).collect();
+pub fn run_trace_replay(
+    engine: &Engine,
+    trace: &Trace,
+    vars: ReplayVars,
+) -> Result<RunResult, EngineError> {
+    let mut builder = engine.replay_builder("bench");
+    let (engine_vars, private): (Vec<Var>, Vec<PrivateVar>) = match vars {
+        ReplayVars::Engine => (
+            (0..trace.vars).map(|_| engine.new_var()).collect(),
+            Vec::new(),
+        ),
+        ReplayVars::Private => (
+            Vec::new(),
+            (0..trace.vars).map(|_| builder.private_var()).collect(),
+        ),
+    };
     let mut reads: Vec<&Var> = Vec::with_capacity(32);
     let mut writes: Vec<&Var> = Vec::with_capacity(4);
-    let mut builder = engine.replay_builder("bench");
+    let (mut p_reads, mut p_writes) = (Vec::with_capacity(32), Vec::with_capacity(4));
     for op in &trace.ops {
-        gather(trace, op, &vars, &mut reads, &mut writes);
-        let desc = OpDesc::new("bench").reads(&reads).writes(&writes);
+        let desc = match vars {
+            ReplayVars::Engine => {
+                gather(trace, op, &engine_vars, &mut reads, &mut writes);
+                OpDesc::new("bench").reads(&reads).writes(&writes)
+            }
+            ReplayVars::Private => {
+                p_reads.clear();
+                p_writes.clear();
+                p_reads.extend(trace.reads(op).iter().map(|&v| private[v as usize]));
+                p_writes.extend(trace.writes(op).iter().map(|&v| private[v as usize]));
+                OpDesc::new("bench")
+            }
+        };
+        let access = PrivateAccess::new().reads(&p_reads).writes(&p_writes);
         let ns = op.body_ns;
         if ns == 0 {
-            builder.push(desc, || Ok(()))?;
+            builder.push_with(desc, access, || Ok(()))?;
         } else {
-            builder.push(desc, move || {
+            builder.push_with(desc, access, move || {
                 busy(ns);
                 Ok(())
             })?;
@@ -221,7 +258,7 @@ pub fn run_trace_replay(engine: &Engine, trace: &Trace) -> Result<RunResult, Eng
     engine.wait_for_all()?;
     let elapsed = start.elapsed();
     drop(replay);
-    finish_run(engine, vars, elapsed, push_elapsed, Vec::new())
+    finish_run(engine, engine_vars, elapsed, push_elapsed, Vec::new())
 }
 
 /// [`run_trace`] with `pushers` pushing threads: op `i` is pushed by

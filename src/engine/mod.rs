@@ -68,7 +68,7 @@ pub use diagnostics::{PendingOp, PendingReport, VarReport};
 pub use error::{BuildError, EngineError, Failure, FailureKind, OpError};
 pub use op::{Context, OpCtx, OpDesc, OpResult, Property, VarList};
 pub use operator::Operator;
-pub use replay::{Replay, ReplayBuilder};
+pub use replay::{PrivateAccess, PrivateVar, Replay, ReplayBuilder};
 pub use var::{Var, VarId};
 
 use self::core::Core;

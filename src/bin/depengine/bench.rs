@@ -9,7 +9,7 @@ use clap::Args;
 
 use depengine::bench::{
     ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, run_trace_replay,
-    Spec, Summary, Workload,
+    ReplayVars, Spec, Summary, Workload,
 };
 use depengine::{Engine, EngineKind};
 
@@ -69,10 +69,16 @@ pub(crate) struct BenchArgs {
     /// Capture the workload as a graph before the clock starts and push it
     /// whole (`Engine::push_replay`), as the oneTBB and rayon drivers are
     /// handed the graph: the cost of running a graph without inferring it.
-    /// Not for priority (a replay's nodes have no priority) or roundtrip.
-    /// The line's system gets `-replay`.
+    /// The workload's vars are the replay's private vars (the graph alone,
+    /// as those drivers get it), or with --replay-engine-vars engine vars,
+    /// which the replay's op holds. Not for priority (a replay's nodes have
+    /// no priority) or roundtrip. The line's system gets `-replay` (or
+    /// `-replay-vars`).
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal", "batch", "pushers", "help_push"])]
     replay: bool,
+    /// With --replay: the workload's vars are engine vars.
+    #[arg(long, requires = "replay")]
+    replay_engine_vars: bool,
     /// Most op blocks the engine keeps for reuse
     /// (`EngineBuilder::pooled_op_blocks`; default: the library's,
     /// 1,048,576). Given, the line's system gets `-pool<N>`.
@@ -176,7 +182,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         system += &format!("-pushers{}", args.pushers);
     }
     if args.replay {
-        system += "-replay";
+        system += if args.replay_engine_vars {
+            "-replay-vars"
+        } else {
+            "-replay"
+        };
     }
     if let Some(n) = args.pooled_op_blocks {
         system += &format!("-pool{n}");
@@ -202,7 +212,12 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         let body_total = trace.total_body_ns() as f64;
         let run_once = || {
             if args.replay {
-                run_trace_replay(&engine, &trace)
+                let vars = if args.replay_engine_vars {
+                    ReplayVars::Engine
+                } else {
+                    ReplayVars::Private
+                };
+                run_trace_replay(&engine, &trace, vars)
             } else if args.pushers > 1 {
                 run_trace_pushers(&engine, &trace, None, args.pushers)
             } else {

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
+use crate::sync::unmodelled::{AtomicU64, Ordering};
 use crate::sync::Arc;
 
 use super::core::Core;
@@ -17,6 +18,8 @@ use super::{Engine, EngineError, OpError};
 use graph::{infer_preds, Edges};
 use run::{Graph, Node, Run};
 
+static NEXT_BUILDER: AtomicU64 = AtomicU64::new(0);
+
 /// Collects the nodes of a [`Replay`]: ops described as for
 /// [`Engine::push`], in push order. Made by [`Engine::replay_builder`].
 pub struct ReplayBuilder {
@@ -25,8 +28,12 @@ pub struct ReplayBuilder {
     nodes: Vec<Node>,
     /// Each node's reads and writes, as dense var indices.
     io: Vec<(Vec<u32>, Vec<u32>)>,
+    /// Numbers builders, so a private var names its replay.
+    id: u64,
     index: HashMap<VarId, u32>,
-    vars: Vec<Var>,
+    /// Every var a node uses, by dense index: an engine var, or `None`
+    /// for a private one.
+    vars: Vec<Option<Var>>,
     written: Vec<bool>,
 }
 
@@ -45,12 +52,38 @@ impl ReplayBuilder {
     where
         F: Fn() -> OpResult + Send + Sync + 'static,
     {
+        self.push_with(desc, PrivateAccess::new(), body)
+    }
+
+    /// [`ReplayBuilder::push`] for a node that also uses private vars of
+    /// this replay ([`ReplayBuilder::private_var`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ReplayBuilder::push`]; [`EngineError::NotReplayable`] also for
+    /// a private var of another replay.
+    pub fn push_with<F>(
+        &mut self,
+        desc: OpDesc<'_>,
+        private: PrivateAccess<'_>,
+        body: F,
+    ) -> Result<(), EngineError>
+    where
+        F: Fn() -> OpResult + Send + Sync + 'static,
+    {
+        let foreign = private
+            .reads
+            .iter()
+            .chain(private.writes)
+            .any(|p| p.replay != self.id);
         let what = if desc.context != Context::Cpu(0) {
             Some("a context other than cpu(0)")
         } else if desc.property != Property::Normal {
             Some("a property other than Normal")
         } else if desc.priority != 0 {
             Some("a priority")
+        } else if foreign {
+            Some("a private var of another replay")
         } else {
             None
         };
@@ -65,14 +98,12 @@ impl ReplayBuilder {
             self.core.check_var_pub(v, &desc.name)?;
         }
         let mut writes: Vec<u32> = desc.writes.iter().map(|v| self.index_of(v, true)).collect();
+        writes.extend(private.writes.iter().map(|p| p.index));
         writes.sort_unstable();
         writes.dedup();
-        let mut reads: Vec<u32> = desc
-            .reads
-            .iter()
-            .map(|v| self.index_of(v, false))
-            .filter(|i| writes.binary_search(i).is_err())
-            .collect();
+        let mut reads: Vec<u32> = desc.reads.iter().map(|v| self.index_of(v, false)).collect();
+        reads.extend(private.reads.iter().map(|p| p.index));
+        reads.retain(|i| writes.binary_search(i).is_err());
         reads.sort_unstable();
         reads.dedup();
         let vars: Box<[u32]> = writes.iter().chain(reads.iter()).copied().collect();
@@ -86,11 +117,26 @@ impl ReplayBuilder {
         Ok(())
     }
 
+    /// A var that orders this replay's nodes among themselves and nothing
+    /// else: the replay's op does not hold it, so it costs a replay nothing
+    /// at its push. It is no engine [`Var`], so nothing outside the replay
+    /// can name it. For data only the replay's nodes touch (a step's
+    /// activations, say).
+    pub fn private_var(&mut self) -> PrivateVar {
+        let index = self.vars.len() as u32;
+        self.vars.push(None);
+        self.written.push(false);
+        PrivateVar {
+            replay: self.id,
+            index,
+        }
+    }
+
     fn index_of(&mut self, v: &Var, write: bool) -> u32 {
         let next = self.vars.len() as u32;
         let i = *self.index.entry(v.id()).or_insert(next);
         if i == next {
-            self.vars.push(v.clone());
+            self.vars.push(Some(v.clone()));
             self.written.push(false);
         }
         self.written[i as usize] |= write;
@@ -109,31 +155,64 @@ impl ReplayBuilder {
 
     /// Infers the graph from the nodes' vars, in the order they were added.
     pub fn build(self) -> Replay {
-        let preds = infer_preds(
-            self.vars.len(),
-            self.io.iter().map(|(r, w)| (&r[..], &w[..])),
-        );
+        let vars = self.vars.len();
+        let preds = infer_preds(vars, self.io.iter().map(|(r, w)| (&r[..], &w[..])));
         let edges = Edges::from_preds(&preds);
         let n_edges = preds.iter().map(Vec::len).sum();
         let (mut reads, mut writes) = (Vec::new(), Vec::new());
         for (v, w) in self.vars.into_iter().zip(self.written) {
-            if w {
-                writes.push(v);
-            } else {
-                reads.push(v);
+            match v {
+                Some(v) if w => writes.push(v),
+                Some(v) => reads.push(v),
+                None => {}
             }
         }
         Replay {
             graph: Arc::new(Graph {
                 name: self.name,
-                vars: self.index.len(),
+                vars,
                 nodes: self.nodes.into_boxed_slice(),
                 edges,
+                spare: crate::sync::Mutex::new(Vec::new()),
             }),
             reads,
             writes,
             n_edges,
         }
+    }
+}
+
+/// A var private to one replay: see [`ReplayBuilder::private_var`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrivateVar {
+    replay: u64,
+    index: u32,
+}
+
+/// The private vars a node reads and writes
+/// ([`ReplayBuilder::push_with`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrivateAccess<'a> {
+    reads: &'a [PrivateVar],
+    writes: &'a [PrivateVar],
+}
+
+impl<'a> PrivateAccess<'a> {
+    /// No private var.
+    pub fn new() -> Self {
+        PrivateAccess::default()
+    }
+
+    /// Private vars the node reads (replaces any earlier list).
+    pub fn reads(mut self, vars: &'a [PrivateVar]) -> Self {
+        self.reads = vars;
+        self
+    }
+
+    /// Private vars the node writes (replaces any earlier list).
+    pub fn writes(mut self, vars: &'a [PrivateVar]) -> Self {
+        self.writes = vars;
+        self
     }
 }
 
@@ -165,6 +244,12 @@ impl fmt::Debug for ReplayBuilder {
 /// completion counts down its successors, and the thread that makes a
 /// successor ready runs it next (`run.rs` has the protocol). A node costs
 /// a countdown and a call, not a push.
+///
+/// The replay's op still appends to and releases every engine var the
+/// nodes use, once per replay. Data that only the replay's nodes touch
+/// can be ordered by private vars instead
+/// ([`ReplayBuilder::private_var`], [`ReplayBuilder::push_with`]), which
+/// the replay's op does not hold and nothing outside the replay can name.
 ///
 /// Failures follow the engine's rule: a node that fails or panics taints
 /// the vars it writes, the later nodes that use them are skipped, and the
@@ -259,6 +344,7 @@ impl Engine {
     pub fn replay_builder(&self, name: impl Into<Cow<'static, str>>) -> ReplayBuilder {
         ReplayBuilder {
             core: self.core().arc(),
+            id: NEXT_BUILDER.fetch_add(1, Ordering::Relaxed),
             name: name.into(),
             nodes: Vec::new(),
             io: Vec::new(),

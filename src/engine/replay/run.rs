@@ -33,7 +33,7 @@ use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::sync::deque::{Injector, Steal, Worker};
-use crate::sync::{Arc, AtomicBool, AtomicUsize, Backoff, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicUsize, Backoff, Mutex, Ordering};
 
 use super::super::core::panic_message;
 use super::super::op::OpResult;
@@ -58,6 +58,40 @@ pub(crate) struct Graph {
     pub(crate) edges: Edges,
     /// Distinct vars the nodes use.
     pub(crate) vars: usize,
+    /// The countdowns and taint flags of finished runs, for the next ones:
+    /// a large run's arrays would otherwise be fresh pages every time.
+    pub(crate) spare: Mutex<Vec<Counts>>,
+}
+
+/// A run's per-node countdowns and per-var taint flags.
+pub(crate) struct Counts {
+    wait: Box<[AtomicU32]>,
+    tainted: Box<[AtomicBool]>,
+}
+
+impl Counts {
+    /// Counts for a run of `graph`, reusing a finished run's if there is one.
+    fn for_run(graph: &Graph) -> Counts {
+        let preds = &graph.edges.preds;
+        let spare = graph.spare.lock().pop();
+        match spare {
+            Some(c) => {
+                // Published to the helpers with the run itself (they reach
+                // it through the engine's queues).
+                for (w, &p) in c.wait.iter().zip(preds.iter()) {
+                    w.store(p, Ordering::Relaxed);
+                }
+                for t in c.tainted.iter() {
+                    t.store(false, Ordering::Relaxed);
+                }
+                c
+            }
+            None => Counts {
+                wait: preds.iter().map(|&p| AtomicU32::new(p)).collect(),
+                tainted: (0..graph.vars).map(|_| AtomicBool::new(false)).collect(),
+            },
+        }
+    }
 }
 
 /// Starts a helper for a run (returns false when it could not).
@@ -72,7 +106,8 @@ const ROOT_CHUNK: usize = 8;
 /// The state of one replay.
 pub(crate) struct Run {
     graph: Arc<Graph>,
-    wait: Box<[AtomicUsize]>,
+    /// Taken out only by `Drop`, which gives them back to the graph.
+    counts: Option<Counts>,
     remaining: AtomicUsize,
     queue: Injector<u32>,
     next_root: AtomicUsize,
@@ -81,7 +116,6 @@ pub(crate) struct Run {
     spawn: Spawn,
     finish: Mutex<Option<Finish>>,
     any_tainted: AtomicBool,
-    tainted: Box<[AtomicBool]>,
     /// The first node that failed, and why.
     failure: Mutex<Option<(u32, String)>>,
     skipped: AtomicUsize,
@@ -95,17 +129,11 @@ impl Run {
         spawn: Spawn,
         finish: Finish,
     ) -> Arc<Run> {
-        let wait = graph
-            .edges
-            .preds
-            .iter()
-            .map(|&p| AtomicUsize::new(p as usize))
-            .collect();
-        let tainted = (0..graph.vars).map(|_| AtomicBool::new(false)).collect();
+        let counts = Some(Counts::for_run(&graph));
         Arc::new(Run {
             remaining: AtomicUsize::new(graph.nodes.len()),
             graph,
-            wait,
+            counts,
             queue: Injector::new(),
             next_root: AtomicUsize::new(0),
             active: AtomicUsize::new(0),
@@ -113,7 +141,6 @@ impl Run {
             spawn,
             finish: Mutex::new(Some(finish)),
             any_tainted: AtomicBool::new(false),
-            tainted,
             failure: Mutex::new(None),
             skipped: AtomicUsize::new(0),
         })
@@ -146,11 +173,19 @@ impl Run {
     pub(crate) fn help(self: &Arc<Self>) {
         let local = Worker::new_fifo();
         let mut backoff = Backoff::new();
+        // Nodes this helper finished and has not yet counted out of
+        // `remaining`: one shared read-modify-write per stretch of work
+        // instead of one per node, which every helper would fight over.
+        let mut done = 0;
         loop {
             if let Some(i) = self.take(&local) {
-                self.run_from(i);
+                done += self.run_from(i);
                 backoff = Backoff::new();
                 continue;
+            }
+            if done > 0 {
+                self.count_done(done);
+                done = 0;
             }
             if self.remaining.load(Ordering::Acquire) == 0 {
                 break;
@@ -166,6 +201,20 @@ impl Run {
             backoff = Backoff::new();
         }
         self.active.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Counts `n` finished nodes out; the helper that counts the last one
+    /// finishes the run.
+    fn count_done(&self, n: usize) {
+        if self.remaining.fetch_sub(n, Ordering::AcqRel) == n {
+            self.finish();
+        }
+    }
+
+    fn counts(&self) -> &Counts {
+        self.counts
+            .as_ref()
+            .expect("counts live until the run drops")
     }
 
     /// Counts one more helper in, unless the pool is full.
@@ -223,14 +272,22 @@ impl Run {
     }
 
     /// Runs node `i`, then each first successor it makes ready, queueing
-    /// the others.
-    fn run_from(self: &Arc<Self>, i: u32) {
+    /// the others; returns how many nodes it ran (or skipped).
+    fn run_from(self: &Arc<Self>, i: u32) -> usize {
+        let edges = &self.graph.edges;
+        let wait = &self.counts().wait;
         let mut next = Some(i);
+        let mut ran = 0;
         while let Some(i) = next.take() {
             self.run_node(i);
+            ran += 1;
             let mut queued = false;
-            for &s in self.graph.edges.succs(i) {
-                if self.wait[s as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+            for &s in edges.succs(i) {
+                // A node that follows this one alone needs no countdown:
+                // nobody else will ever touch it.
+                if edges.preds[s as usize] == 1
+                    || wait[s as usize].fetch_sub(1, Ordering::AcqRel) == 1
+                {
                     if next.is_none() {
                         next = Some(s);
                     } else {
@@ -242,20 +299,19 @@ impl Run {
             if queued && self.try_join() && !(self.spawn)(self.clone()) {
                 self.active.fetch_sub(1, Ordering::SeqCst);
             }
-            if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                self.finish();
-            }
         }
+        ran
     }
 
     /// Runs node `i`'s body, or skips it when a var it uses is tainted.
     fn run_node(&self, i: u32) {
         let node = &self.graph.nodes[i as usize];
+        let tainted = &self.counts().tainted;
         let skip = self.any_tainted.load(Ordering::Acquire)
             && node
                 .vars
                 .iter()
-                .any(|&v| self.tainted[v as usize].load(Ordering::Acquire));
+                .any(|&v| tainted[v as usize].load(Ordering::Acquire));
         let failed = if skip {
             self.skipped.fetch_add(1, Ordering::Relaxed);
             true
@@ -278,7 +334,7 @@ impl Run {
         };
         if failed && node.nwrites > 0 {
             for &v in &node.vars[..node.nwrites] {
-                self.tainted[v as usize].store(true, Ordering::Release);
+                tainted[v as usize].store(true, Ordering::Release);
             }
             self.any_tainted.store(true, Ordering::Release);
         }
@@ -305,6 +361,14 @@ impl Run {
     }
 }
 
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(c) = self.counts.take() {
+            self.graph.spare.lock().push(c);
+        }
+    }
+}
+
 /// loom models of the protocol above: every interleaving of the helpers
 /// that loom explores runs each node once, after its predecessors (the
 /// nodes' cells are loom cells: a node reading a predecessor's cell
@@ -313,8 +377,8 @@ impl Run {
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
-    use crate::engine::OpError;
     use crate::engine::replay::graph::{infer_preds, Edges};
+    use crate::engine::OpError;
     use crate::sync::loom_model as model;
     use loom::cell::UnsafeCell;
     use loom::thread;
@@ -369,6 +433,7 @@ mod loom_models {
             nodes: nodes.into_boxed_slice(),
             edges: Edges::from_preds(&preds),
             vars,
+            spare: Mutex::new(Vec::new()),
         });
         let handles = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let outcome = std::sync::Arc::new(std::sync::Mutex::new(None));
