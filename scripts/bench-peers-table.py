@@ -168,10 +168,11 @@ def main():
         print(f"| {wl} | {body} | {w} | " + " | ".join(cell(r.get(s)) for s in systems) + " |")
     ratios(rows, base, peers)
     # The helping configurations (the pusher is one of the W threads, as
-    # the peers' is) get their own ratios against the peers.
-    for helping in ("depengine-helping", "depengine-pushing"):
-        if helping in systems and base != helping:
-            ratios(rows, helping, [s for s in peers if not s.startswith("depengine")])
+    # the peers' is) and the replay (the graph handed over, as oneTBB and
+    # rayon get it) get their own ratios against the peers.
+    for own in ("depengine-helping", "depengine-pushing", "depengine-replay"):
+        if own in systems and base != own:
+            ratios(rows, own, [s for s in peers if not s.startswith("depengine")])
     busy = busy_rows(rows)
     if busy:
         print("\nefficiency = ops × body / (workers × time), median run:\n")

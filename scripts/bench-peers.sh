@@ -39,7 +39,8 @@
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
 #   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pushing
-#                  depengine-pooled depengine-naive depengine-alt depengine-batch depengine-pushers mxnet starpu
+#                  depengine-pooled depengine-naive depengine-alt depengine-batch depengine-pushers
+#                  depengine-replay mxnet starpu
 #                  openmp-gomp openmp-libomp tbb-flow rayon ideal
 #                  (depengine-batch: depengine pushing through Engine::batch,
 #                  $BATCH ops per batch, default 256)
@@ -48,6 +49,10 @@
 #                  (depengine-alt: $DEPENGINE_ALT run as depengine is, for an
 #                  A/B of two builds in one run; its ratio to depengine is the
 #                  A/B's result)
+#                  (depengine-replay: the trace captured as a Replay before
+#                  the clock starts, its vars private to the replay, then
+#                  pushed whole: the graph handed over, as oneTBB and rayon
+#                  get it; not for priority or roundtrip)
 #                  (depengine-naive: the naive executor, every op run on the
 #                  thread that makes it ready; one thread in all, so 1 worker only)
 #                  (ideal: no system but the zero-overhead schedule of the
@@ -226,6 +231,12 @@ for wl in $WORKLOADS; do
                 echo "$tag unsupported" | emit
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --pushers "${PUSHERS:-4}"
+              fi ;;
+            depengine-replay)
+              if [[ $wl == priority || $wl == roundtrip ]]; then
+                echo "$tag unsupported" | emit
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --replay
               fi ;;
             depengine-pooled) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine pooled ;;
             depengine-naive)
