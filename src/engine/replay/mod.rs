@@ -168,13 +168,7 @@ impl ReplayBuilder {
             }
         }
         Replay {
-            graph: Arc::new(Graph {
-                name: self.name,
-                vars,
-                nodes: self.nodes.into_boxed_slice(),
-                edges,
-                spare: crate::sync::Mutex::new(Vec::new()),
-            }),
+            graph: Arc::new(Graph::new(self.name, self.nodes, edges, vars)),
             reads,
             writes,
             n_edges,
@@ -303,12 +297,12 @@ impl Replay {
 
     /// Number of nodes.
     pub fn len(&self) -> usize {
-        self.graph.nodes.len()
+        self.graph.len()
     }
 
     /// True when the replay has no node.
     pub fn is_empty(&self) -> bool {
-        self.graph.nodes.is_empty()
+        self.graph.len() == 0
     }
 
     /// Number of edges inferred between the nodes.
@@ -331,7 +325,7 @@ impl fmt::Debug for Replay {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Replay")
             .field("name", &self.graph.name)
-            .field("nodes", &self.graph.nodes.len())
+            .field("nodes", &self.graph.len())
             .field("edges", &self.n_edges)
             .field("reads", &self.reads.len())
             .field("writes", &self.writes.len())

@@ -42,7 +42,7 @@ use super::graph::Edges;
 /// A node's body: called once per replay.
 pub(crate) type NodeBody = Box<dyn Fn() -> OpResult + Send + Sync>;
 
-/// One node of a captured graph.
+/// One node of a captured graph, as the builder collects it.
 pub(crate) struct Node {
     pub(crate) name: Cow<'static, str>,
     pub(crate) body: NodeBody,
@@ -51,16 +51,63 @@ pub(crate) struct Node {
     pub(crate) nwrites: usize,
 }
 
+/// What a run reads of a node only when something failed.
+pub(crate) struct NodeInfo {
+    name: Cow<'static, str>,
+    vars: Box<[u32]>,
+    nwrites: usize,
+}
+
 /// A captured graph: nodes in push order and the edges between them.
 pub(crate) struct Graph {
     pub(crate) name: Cow<'static, str>,
-    pub(crate) nodes: Box<[Node]>,
+    /// The bodies apart from the rest of the nodes: a run walks them
+    /// node after node, and a chain of empty nodes was bound by the
+    /// cache misses of 64-byte nodes.
+    bodies: Box<[NodeBody]>,
+    info: Box<[NodeInfo]>,
     pub(crate) edges: Edges,
     /// Distinct vars the nodes use.
-    pub(crate) vars: usize,
+    vars: usize,
     /// The countdowns and taint flags of finished runs, for the next ones:
     /// a large run's arrays would otherwise be fresh pages every time.
-    pub(crate) spare: Mutex<Vec<Counts>>,
+    spare: Mutex<Vec<Counts>>,
+}
+
+impl Graph {
+    /// The graph of `nodes` (in push order) with `edges` between them,
+    /// over `vars` distinct vars.
+    pub(crate) fn new(
+        name: Cow<'static, str>,
+        nodes: Vec<Node>,
+        edges: Edges,
+        vars: usize,
+    ) -> Graph {
+        let (bodies, info) = nodes
+            .into_iter()
+            .map(|n| {
+                let info = NodeInfo {
+                    name: n.name,
+                    vars: n.vars,
+                    nwrites: n.nwrites,
+                };
+                (n.body, info)
+            })
+            .unzip::<_, _, Vec<_>, Vec<_>>();
+        Graph {
+            name,
+            bodies: bodies.into_boxed_slice(),
+            info: info.into_boxed_slice(),
+            edges,
+            vars,
+            spare: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Number of nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.bodies.len()
+    }
 }
 
 /// A run's per-node countdowns and per-var taint flags.
@@ -131,7 +178,7 @@ impl Run {
     ) -> Arc<Run> {
         let counts = Some(Counts::for_run(&graph));
         Arc::new(Run {
-            remaining: AtomicUsize::new(graph.nodes.len()),
+            remaining: AtomicUsize::new(graph.len()),
             graph,
             counts,
             queue: Injector::new(),
@@ -149,7 +196,7 @@ impl Run {
     /// Starts helpers for the roots; helps on this thread when none could
     /// be started.
     pub(crate) fn start(self: Arc<Self>) {
-        if self.graph.nodes.is_empty() {
+        if self.graph.len() == 0 {
             self.finish();
             return;
         }
@@ -305,10 +352,9 @@ impl Run {
 
     /// Runs node `i`'s body, or skips it when a var it uses is tainted.
     fn run_node(&self, i: u32) {
-        let node = &self.graph.nodes[i as usize];
         let tainted = &self.counts().tainted;
         let skip = self.any_tainted.load(Ordering::Acquire)
-            && node
+            && self.graph.info[i as usize]
                 .vars
                 .iter()
                 .any(|&v| tainted[v as usize].load(Ordering::Acquire));
@@ -316,7 +362,8 @@ impl Run {
             self.skipped.fetch_add(1, Ordering::Relaxed);
             true
         } else {
-            let why = match catch_unwind(AssertUnwindSafe(|| (node.body)())) {
+            let body = &self.graph.bodies[i as usize];
+            let why = match catch_unwind(AssertUnwindSafe(body)) {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some(e.message().to_string()),
                 Err(payload) => Some(format!("panicked: {}", panic_message(&*payload))),
@@ -332,11 +379,14 @@ impl Run {
                 }
             }
         };
-        if failed && node.nwrites > 0 {
-            for &v in &node.vars[..node.nwrites] {
-                tainted[v as usize].store(true, Ordering::Release);
+        if failed {
+            let node = &self.graph.info[i as usize];
+            if node.nwrites > 0 {
+                for &v in &node.vars[..node.nwrites] {
+                    tainted[v as usize].store(true, Ordering::Release);
+                }
+                self.any_tainted.store(true, Ordering::Release);
             }
-            self.any_tainted.store(true, Ordering::Release);
         }
     }
 
@@ -348,7 +398,7 @@ impl Run {
         let outcome = match self.failure.lock().take() {
             None => Ok(()),
             Some((i, why)) => {
-                let node = &self.graph.nodes[i as usize];
+                let node = &self.graph.info[i as usize];
                 Err(format!(
                     "node `{}` (#{i}) of replay `{}` failed: {why}; {} later node(s) of the replay were skipped",
                     node.name,
@@ -428,13 +478,12 @@ mod loom_models {
                 }
             })
             .collect();
-        let graph = Arc::new(Graph {
-            name: "m".into(),
-            nodes: nodes.into_boxed_slice(),
-            edges: Edges::from_preds(&preds),
+        let graph = Arc::new(Graph::new(
+            "m".into(),
+            nodes,
+            Edges::from_preds(&preds),
             vars,
-            spare: Mutex::new(Vec::new()),
-        });
+        ));
         let handles = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let outcome = std::sync::Arc::new(std::sync::Mutex::new(None));
         let h = handles.clone();
