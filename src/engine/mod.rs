@@ -460,5 +460,8 @@ mod send_sync {
         assert_send::<Completion>();
         assert_send_sync::<Operator>();
         assert_send_sync::<EngineError>();
+        assert_send_sync::<Replay>();
+        assert_send_sync::<PrivateVar>();
+        assert_send::<ReplayBuilder>();
     }
 }

@@ -147,6 +147,44 @@ pub(crate) type Spawn = Box<dyn Fn(Arc<Run>) -> bool + Send + Sync>;
 /// Told the run's outcome once: `Err` names the failure.
 pub(crate) type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 
+/// How long a helper that finds nothing keeps looking before it leaves.
+///
+/// A helper that leaves while a node runs must be started again (an engine
+/// push, often a worker's wake-up) when that node releases its
+/// successors; in a fan of 100 readers behind 10 µs writers that cost a
+/// wake-up per writer. Waits spin about as long (`core.rs`).
+#[cfg(not(loom))]
+const LINGER: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Time since a helper last found work (see [`LINGER`]); under loom a
+/// helper leaves as soon as its back-off is done.
+struct Linger {
+    #[cfg(not(loom))]
+    since: Option<std::time::Instant>,
+}
+
+impl Linger {
+    fn new() -> Self {
+        Linger {
+            #[cfg(not(loom))]
+            since: None,
+        }
+    }
+
+    /// True once the helper has found nothing for [`LINGER`].
+    fn long_enough(&mut self) -> bool {
+        #[cfg(not(loom))]
+        {
+            let now = std::time::Instant::now();
+            now.duration_since(*self.since.get_or_insert(now)) >= LINGER
+        }
+        #[cfg(loom)]
+        {
+            true
+        }
+    }
+}
+
 /// Most roots claimed at a time from the cursor.
 const ROOT_CHUNK: usize = 8;
 
@@ -224,10 +262,12 @@ impl Run {
         // `remaining`: one shared read-modify-write per stretch of work
         // instead of one per node, which every helper would fight over.
         let mut done = 0;
+        let mut idle = Linger::new();
         loop {
             if let Some(i) = self.take(&local) {
                 done += self.run_from(i);
                 backoff = Backoff::new();
+                idle = Linger::new();
                 continue;
             }
             if done > 0 {
@@ -237,7 +277,7 @@ impl Run {
             if self.remaining.load(Ordering::Acquire) == 0 {
                 break;
             }
-            if !backoff.is_completed() {
+            if !backoff.is_completed() || !idle.long_enough() {
                 backoff.snooze();
                 continue;
             }
