@@ -4,13 +4,15 @@
 //!
 //! Each node has a countdown of the nodes it waits for (`wait`). A thread
 //! that finishes a node counts down each successor; the one that brings a
-//! successor to zero owns it. The first successor it owns it runs next
+//! successor to zero owns it (a successor with no other predecessor is
+//! owned at once, without its countdown). The first successor it owns it runs next
 //! itself, so a chain never leaves its thread; the others go to the shared
 //! queue, and while fewer helpers than the CPU pool has workers are
 //! active, another helper is started (an engine op without vars that runs
 //! [`Run::help`]). The roots are claimed from a cursor, a few at a time.
 //!
-//! A helper leaves when it finds nothing queued: it counts itself out of
+//! A helper leaves when it has found nothing queued for a while
+//! ([`LINGER`]): it counts itself out of
 //! `active`, then looks once more and comes back if something appeared
 //! (and the pool has room). Work is never stranded: only an active helper
 //! (or the start) queues a node, and a helper never leaves without having
