@@ -1,13 +1,16 @@
 //! Engine micro-benchmarks: empty ops, one pushing thread, the workloads of
 //! the design notes (`indep`, `chain`, `readers`), per executor; then the
 //! graph-shaped workloads of the comparison with the peers (`wavefront`,
-//! `fan`, `random`, `randsum`) at small sizes on the per-device executor.
-//! Throughput is in ops, so criterion reports ops/s; ns per op = 1e9 / that.
+//! `fan`, `random`, `randsum`) at small sizes on the per-device executor,
+//! pushed op by op and, in group `replay`, captured as a `Replay` (private
+//! vars) and pushed whole. Throughput is in ops, so criterion reports ops/s; ns per op = 1e9 / that.
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use depengine::bench::{run_trace, run_workload, Spec, Workload, DEFAULT_VARS};
+use depengine::bench::{
+    run_trace, run_trace_replay, run_workload, ReplayVars, Spec, Workload, DEFAULT_VARS,
+};
 use depengine::{Engine, EngineKind};
 
 const OPS: usize = 100_000;
@@ -34,17 +37,18 @@ fn empty_ops(c: &mut Criterion) {
     }
 }
 
-fn graph_workloads(c: &mut Criterion) {
-    let mut group = c.benchmark_group("graph_workloads/per-device");
+/// The graph-shaped workloads, each run by `run` (returns the timed part).
+fn graph_group(
+    c: &mut Criterion,
+    name: &str,
+    workloads: &[(Workload, usize)],
+    run: impl Fn(&Engine, &depengine::bench::Trace) -> Duration,
+) {
+    let mut group = c.benchmark_group(name);
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(3));
     let engine = Engine::builder().build().unwrap();
-    for (workload, ops) in [
-        (Workload::Wavefront, 0),
-        (Workload::Fan, 200),
-        (Workload::Random, 20_000),
-        (Workload::Randsum, 20_000),
-    ] {
+    for &(workload, ops) in workloads {
         let trace = Spec {
             n: 150,
             ..Spec::new(workload, ops)
@@ -52,17 +56,34 @@ fn graph_workloads(c: &mut Criterion) {
         .trace();
         group.throughput(Throughput::Elements(trace.ops.len() as u64));
         group.bench_function(BenchmarkId::from_parameter(workload), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    total += run_trace(&engine, &trace, None).unwrap().elapsed;
-                }
-                total
-            })
+            b.iter_custom(|iters| (0..iters).map(|_| run(&engine, &trace)).sum())
         });
     }
     group.finish();
 }
 
-criterion_group!(benches, empty_ops, graph_workloads);
+const GRAPHS: [(Workload, usize); 4] = [
+    (Workload::Wavefront, 0),
+    (Workload::Fan, 200),
+    (Workload::Random, 20_000),
+    (Workload::Randsum, 20_000),
+];
+
+fn graph_workloads(c: &mut Criterion) {
+    graph_group(c, "graph_workloads/per-device", &GRAPHS, |engine, trace| {
+        run_trace(engine, trace, None).unwrap().elapsed
+    });
+}
+
+fn replay(c: &mut Criterion) {
+    let mut workloads = vec![(Workload::Chain, 20_000)];
+    workloads.extend(GRAPHS);
+    graph_group(c, "replay/per-device", &workloads, |engine, trace| {
+        run_trace_replay(engine, trace, ReplayVars::Private)
+            .unwrap()
+            .elapsed
+    });
+}
+
+criterion_group!(benches, empty_ops, graph_workloads, replay);
 criterion_main!(benches);
