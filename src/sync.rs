@@ -307,18 +307,26 @@ pub(crate) mod deque {
         }
     }
 
-    pub(crate) struct Worker<T>(Arc<Mutex<VecDeque<T>>>);
+    /// The queue, and whether its owner pops the newest item (LIFO).
+    pub(crate) struct Worker<T>(Arc<Mutex<VecDeque<T>>>, bool);
     pub(crate) struct Stealer<T>(Arc<Mutex<VecDeque<T>>>);
 
     impl<T> Worker<T> {
         pub(crate) fn new_fifo() -> Self {
-            Worker(Arc::new(Mutex::new(VecDeque::new())))
+            Worker(Arc::new(Mutex::new(VecDeque::new())), false)
+        }
+        pub(crate) fn new_lifo() -> Self {
+            Worker(Arc::new(Mutex::new(VecDeque::new())), true)
         }
         pub(crate) fn push(&self, v: T) {
             self.0.lock().push_back(v);
         }
         pub(crate) fn pop(&self) -> Option<T> {
-            self.0.lock().pop_front()
+            if self.1 {
+                self.0.lock().pop_back()
+            } else {
+                self.0.lock().pop_front()
+            }
         }
         pub(crate) fn is_empty(&self) -> bool {
             self.0.lock().is_empty()

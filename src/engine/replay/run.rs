@@ -5,19 +5,20 @@
 //! Each node has a countdown of the nodes it waits for (`wait`). A thread
 //! that finishes a node counts down each successor; the one that brings a
 //! successor to zero owns it (a successor with no other predecessor is
-//! owned at once, without its countdown). The first successor it owns it runs next
-//! itself, so a chain never leaves its thread; the others go to the shared
-//! queue, and while fewer helpers than the CPU pool has workers are
-//! active, another helper is started (an engine op without vars that runs
-//! [`Run::help`]). The roots are claimed from a cursor, a few at a time.
+//! owned at once, without its countdown). The first successor it owns it
+//! runs next itself, so a chain never leaves its thread; the others go to
+//! its own deque (newest first, as in rayon), from which idle helpers
+//! steal the oldest. While fewer helpers than the CPU pool has workers are
+//! active, queueing starts another helper (an engine op without vars that
+//! runs [`Run::help`]). The roots are claimed from a cursor, a few at a
+//! time.
 //!
-//! A helper leaves when it has found nothing queued for a while
-//! ([`LINGER`]): it counts itself out of
-//! `active`, then looks once more and comes back if something appeared
-//! (and the pool has room). Work is never stranded: only an active helper
-//! (or the start) queues a node, and a helper never leaves without having
-//! looked at the queue after its own last queueing, so whoever queued a
-//! node either runs it or sees another helper take it.
+//! A helper leaves when it has found nothing for a while ([`LINGER`]): it
+//! gives its deque back to its seat, counts itself out of `active`, then
+//! looks once more and comes back if something appeared (and the pool has
+//! room). Work is never stranded: a node is queued only in the deque of
+//! the running helper that made it ready, and a helper leaves only with
+//! its deque empty, so every queued node is run by its owner or stolen.
 //!
 //! The last node to finish (`remaining` reaching zero) hands the outcome to
 //! the replay's op, which then releases its vars.
@@ -34,7 +35,7 @@
 use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::sync::deque::{Injector, Steal, Worker};
+use crate::sync::deque::{Steal, Stealer, Worker};
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicUsize, Backoff, Mutex, Ordering};
 
 use super::super::core::panic_message;
@@ -196,7 +197,13 @@ pub(crate) struct Run {
     /// Taken out only by `Drop`, which gives them back to the graph.
     counts: Option<Counts>,
     remaining: AtomicUsize,
-    queue: Injector<u32>,
+    /// One deque per helper seat: a helper takes a seat's deque when it
+    /// joins and gives it back before it counts itself out, so a joined
+    /// helper always finds a free seat. The nodes a helper makes ready
+    /// stay in its own deque (run newest first, as rayon's do); idle
+    /// helpers steal the oldest.
+    seats: Box<[Mutex<Option<Worker<u32>>>]>,
+    stealers: Box<[Stealer<u32>]>,
     next_root: AtomicUsize,
     active: AtomicUsize,
     max_helpers: usize,
@@ -217,14 +224,19 @@ impl Run {
         finish: Finish,
     ) -> Arc<Run> {
         let counts = Some(Counts::for_run(&graph));
+        let max_helpers = max_helpers.max(1);
+        let deques: Vec<Worker<u32>> = (0..max_helpers).map(|_| Worker::new_lifo()).collect();
+        let stealers = deques.iter().map(Worker::stealer).collect();
+        let seats = deques.into_iter().map(|d| Mutex::new(Some(d))).collect();
         Arc::new(Run {
             remaining: AtomicUsize::new(graph.len()),
             graph,
             counts,
-            queue: Injector::new(),
+            seats,
+            stealers,
             next_root: AtomicUsize::new(0),
             active: AtomicUsize::new(0),
-            max_helpers: max_helpers.max(1),
+            max_helpers,
             spawn,
             finish: Mutex::new(Some(finish)),
             any_tainted: AtomicBool::new(false),
@@ -258,7 +270,7 @@ impl Run {
     /// A helper's loop: runs nodes until none is left to take. The caller
     /// has counted it in `active`.
     pub(crate) fn help(self: &Arc<Self>) {
-        let local = Worker::new_fifo();
+        let (mut seat, mut local) = self.take_seat();
         let mut backoff = Backoff::new();
         // Nodes this helper finished and has not yet counted out of
         // `remaining`: one shared read-modify-write per stretch of work
@@ -266,8 +278,8 @@ impl Run {
         let mut done = 0;
         let mut idle = Linger::new();
         loop {
-            if let Some(i) = self.take(&local) {
-                done += self.run_from(i);
+            if let Some(i) = self.take(seat, &local) {
+                done += self.run_from(i, &local);
                 backoff = Backoff::new();
                 idle = Linger::new();
                 continue;
@@ -283,13 +295,27 @@ impl Run {
                 backoff.snooze();
                 continue;
             }
+            *self.seats[seat].lock() = Some(local);
             self.active.fetch_sub(1, Ordering::SeqCst);
             if !self.has_queued() || !self.try_join() {
                 return;
             }
+            (seat, local) = self.take_seat();
             backoff = Backoff::new();
         }
+        *self.seats[seat].lock() = Some(local);
         self.active.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// A free seat's deque, for a helper counted in `active`: seats are
+    /// given back before `active` counts a helper out, so at most
+    /// `active - 1` are taken and one is free.
+    fn take_seat(&self) -> (usize, Worker<u32>) {
+        self.seats
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| s.lock().take().map(|d| (i, d)))
+            .expect("a joined helper finds a free seat")
     }
 
     /// Counts `n` finished nodes out; the helper that counts the last one
@@ -324,23 +350,36 @@ impl Run {
     }
 
     fn has_queued(&self) -> bool {
-        !self.queue.is_empty()
+        self.stealers.iter().any(|s| !s.is_empty())
             || self.next_root.load(Ordering::SeqCst) < self.graph.edges.roots.len()
     }
 
-    /// A node to run: from this helper's claimed roots, the shared queue,
-    /// or the roots not claimed yet.
-    fn take(&self, local: &Worker<u32>) -> Option<u32> {
+    /// A node to run: from this helper's deque, the roots not claimed
+    /// yet, or another helper's deque.
+    fn take(&self, seat: usize, local: &Worker<u32>) -> Option<u32> {
         if let Some(i) = local.pop() {
             return Some(i);
         }
-        loop {
-            match self.queue.steal() {
-                Steal::Success(i) => return Some(i),
-                Steal::Empty => break,
-                Steal::Retry => continue,
+        if let Some(i) = self.claim_roots(local) {
+            return Some(i);
+        }
+        for (j, s) in self.stealers.iter().enumerate() {
+            if j == seat {
+                continue;
+            }
+            loop {
+                match s.steal_batch_and_pop(local) {
+                    Steal::Success(i) => return Some(i),
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
             }
         }
+        None
+    }
+
+    /// Claims a few roots: runs the first, queues the rest in `local`.
+    fn claim_roots(&self, local: &Worker<u32>) -> Option<u32> {
         let roots = &self.graph.edges.roots;
         let seen = self.next_root.load(Ordering::Relaxed);
         if seen >= roots.len() {
@@ -354,7 +393,9 @@ impl Run {
         if start >= end {
             return None;
         }
-        for &r in &roots[start + 1..end] {
+        // Newest first out of a LIFO deque: push in reverse so the roots
+        // still start in push order.
+        for &r in roots[start + 1..end].iter().rev() {
             local.push(r);
         }
         Some(roots[start])
@@ -362,7 +403,7 @@ impl Run {
 
     /// Runs node `i`, then each first successor it makes ready, queueing
     /// the others; returns how many nodes it ran (or skipped).
-    fn run_from(self: &Arc<Self>, i: u32) -> usize {
+    fn run_from(self: &Arc<Self>, i: u32, local: &Worker<u32>) -> usize {
         let edges = &self.graph.edges;
         let wait = &self.counts().wait;
         let mut next = Some(i);
@@ -380,7 +421,7 @@ impl Run {
                     if next.is_none() {
                         next = Some(s);
                     } else {
-                        self.queue.push(s);
+                        local.push(s);
                         queued = true;
                     }
                 }
