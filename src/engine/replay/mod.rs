@@ -122,6 +122,40 @@ impl ReplayBuilder {
     /// at its push. It is no engine [`Var`], so nothing outside the replay
     /// can name it. For data only the replay's nodes touch (a step's
     /// activations, say).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc, PrivateAccess};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let engine = Engine::builder().cpu_workers(2).build()?;
+    /// let out = engine.new_var();
+    /// let (act, res) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    /// let mut step = engine.replay_builder("step");
+    /// let t = step.private_var(); // the activation, seen by no one else
+    /// let a = act.clone();
+    /// step.push_with(OpDesc::new("produce"), PrivateAccess::new().writes(&[t]), move || {
+    ///     a.store(7, Ordering::SeqCst);
+    ///     Ok(())
+    /// })?;
+    /// let (a, r) = (act.clone(), res.clone());
+    /// step.push_with(
+    ///     OpDesc::new("consume").writes(&out),
+    ///     PrivateAccess::new().reads(&[t]),
+    ///     move || {
+    ///         r.store(6 * a.load(Ordering::SeqCst), Ordering::SeqCst);
+    ///         Ok(())
+    ///     },
+    /// )?;
+    /// let step = step.build();
+    /// assert_eq!(step.writes().len(), 1, "the replay's op holds `out` only");
+    /// engine.push_replay(&step)?;
+    /// engine.wait_for_var(&out)?;
+    /// assert_eq!(res.load(Ordering::SeqCst), 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn private_var(&mut self) -> PrivateVar {
         let index = self.vars.len() as u32;
         self.vars.push(None);
