@@ -139,8 +139,9 @@ fn replays_have_the_effects_of_the_ops_pushed_one_by_one() {
             }
             let replay = b.build();
             assert_eq!(replay.len(), ops.len());
-            // The replay's op holds the engine vars only.
-            assert!(replay.reads().len() + replay.writes().len() <= VARS / 2);
+            // The replay's op holds the engine vars only, and one of its
+            // own for the private vars.
+            assert!(replay.reads().len() + replay.writes().len() <= VARS / 2 + 1);
             for rep in 0..REPS {
                 engine.push_replay(&replay).unwrap();
                 let vals = vals.clone();
@@ -166,6 +167,44 @@ fn replays_have_the_effects_of_the_ops_pushed_one_by_one() {
             // replay's op writes it once), var 0 also by the ordinary ops.
             assert_eq!(vars[0].version(), 2 * REPS as u64);
         }
+    }
+}
+
+#[test]
+fn runs_of_a_replay_with_private_vars_only_follow_one_another() {
+    // Each node reads the shared count, yields, and writes it back plus
+    // one: two runs at once would lose increments.
+    const NODES: u64 = 50;
+    const PUSHES: u64 = 20;
+    for engine in engines() {
+        let count = Arc::new(AtomicU64::new(0));
+        let mut b = engine.replay_builder("private");
+        let t = b.private_var();
+        for _ in 0..NODES {
+            let c = count.clone();
+            b.push_with(
+                OpDesc::new("inc"),
+                PrivateAccess::new().writes(&[t]),
+                move || {
+                    let v = c.load(Ordering::SeqCst);
+                    std::thread::yield_now();
+                    c.store(v + 1, Ordering::SeqCst);
+                    Ok(())
+                },
+            )
+            .unwrap();
+        }
+        let replay = b.build();
+        for _ in 0..PUSHES {
+            engine.push_replay(&replay).unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            NODES * PUSHES,
+            "{:?}",
+            engine.pools()
+        );
     }
 }
 

@@ -121,7 +121,9 @@ impl ReplayBuilder {
     /// else: the replay's op does not hold it, so it costs a replay nothing
     /// at its push. It is no engine [`Var`], so nothing outside the replay
     /// can name it. For data only the replay's nodes touch (a step's
-    /// activations, say).
+    /// activations, say). Runs of the replay still follow one another: a
+    /// replay with private vars writes one engine var of its own (see
+    /// [`Replay::writes`]).
     ///
     /// # Examples
     ///
@@ -150,7 +152,8 @@ impl ReplayBuilder {
     ///     },
     /// )?;
     /// let step = step.build();
-    /// assert_eq!(step.writes().len(), 1, "the replay's op holds `out` only");
+    /// // `out`, and the replay's own var that keeps its runs in order.
+    /// assert_eq!(step.writes().len(), 2);
     /// engine.push_replay(&step)?;
     /// engine.wait_for_var(&out)?;
     /// assert_eq!(res.load(Ordering::SeqCst), 42);
@@ -194,12 +197,21 @@ impl ReplayBuilder {
         let edges = Edges::from_preds(&preds);
         let n_edges = preds.iter().map(Vec::len).sum();
         let (mut reads, mut writes) = (Vec::new(), Vec::new());
+        let mut private = false;
         for (v, w) in self.vars.into_iter().zip(self.written) {
             match v {
                 Some(v) if w => writes.push(v),
                 Some(v) => reads.push(v),
-                None => {}
+                None => private = true,
             }
+        }
+        if private {
+            // Private vars order the runs of this replay too: two pushes
+            // of it must not run their nodes on the same private data at
+            // once. A var of the replay's own, written by its op, keeps
+            // its runs one after another.
+            let name = format!("{} (private vars)", self.name);
+            writes.push(self.core.new_var(Some(name.into_boxed_str())));
         }
         Replay {
             graph: Arc::new(Graph::new(self.name, self.nodes, edges, vars)),
@@ -344,7 +356,9 @@ impl Replay {
         self.n_edges
     }
 
-    /// The vars some node writes: the replay's op writes them all.
+    /// The vars some node writes, and (when the replay has private vars)
+    /// the var of its own that keeps its runs one after another: the
+    /// replay's op writes them all.
     pub fn writes(&self) -> &[Var] {
         &self.writes
     }
