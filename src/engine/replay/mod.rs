@@ -26,8 +26,6 @@ pub struct ReplayBuilder {
     core: Arc<Core>,
     name: Cow<'static, str>,
     nodes: Vec<Node>,
-    /// Each node's reads and writes, as dense var indices.
-    io: Vec<(Vec<u32>, Vec<u32>)>,
     /// Numbers builders, so a private var names its replay.
     id: u64,
     index: HashMap<VarId, u32>,
@@ -113,7 +111,6 @@ impl ReplayBuilder {
             vars,
             nwrites: writes.len(),
         });
-        self.io.push((reads, writes));
         Ok(())
     }
 
@@ -193,7 +190,12 @@ impl ReplayBuilder {
     /// Infers the graph from the nodes' vars, in the order they were added.
     pub fn build(self) -> Replay {
         let vars = self.vars.len();
-        let preds = infer_preds(vars, self.io.iter().map(|(r, w)| (&r[..], &w[..])));
+        let preds = infer_preds(
+            vars,
+            self.nodes
+                .iter()
+                .map(|n| (&n.vars[n.nwrites..], &n.vars[..n.nwrites])),
+        );
         let edges = Edges::from_preds(&preds);
         let n_edges = preds.iter().map(Vec::len).sum();
         let (mut reads, mut writes) = (Vec::new(), Vec::new());
@@ -214,6 +216,7 @@ impl ReplayBuilder {
             writes.push(self.core.new_var(Some(name.into_boxed_str())));
         }
         Replay {
+            helper_name: format!("{} (replay helper)", self.name).into(),
             graph: Arc::new(Graph::new(self.name, self.nodes, edges, vars)),
             reads,
             writes,
@@ -330,6 +333,8 @@ impl fmt::Debug for ReplayBuilder {
 /// ```
 pub struct Replay {
     graph: Arc<Graph>,
+    /// The name of the engine ops that run the nodes.
+    helper_name: Cow<'static, str>,
     reads: Vec<Var>,
     writes: Vec<Var>,
     n_edges: usize,
@@ -389,7 +394,6 @@ impl Engine {
             id: NEXT_BUILDER.fetch_add(1, Ordering::Relaxed),
             name: name.into(),
             nodes: Vec::new(),
-            io: Vec::new(),
             index: HashMap::new(),
             vars: Vec::new(),
             written: Vec::new(),
@@ -410,7 +414,7 @@ impl Engine {
         let graph = replay.graph.clone();
         let core = self.core().arc();
         let helpers = core.replay_helpers();
-        let helper_name: Cow<'static, str> = format!("{} (replay helper)", graph.name).into();
+        let helper_name = replay.helper_name.clone();
         let body = Body::asynchronous(move |_, completion| {
             let spawn_core = core.clone();
             let spawn: run::Spawn = Box::new(move |run: Arc<Run>| {

@@ -295,14 +295,19 @@ impl Run {
                 backoff.snooze();
                 continue;
             }
-            *self.seats[seat].lock() = Some(local);
-            self.active.fetch_sub(1, Ordering::SeqCst);
+            self.leave_seat(seat, local);
             if !self.has_queued() || !self.try_join() {
                 return;
             }
             (seat, local) = self.take_seat();
             backoff = Backoff::new();
         }
+        self.leave_seat(seat, local);
+    }
+
+    /// Gives a seat's deque back, then counts the helper out (in that
+    /// order: see [`Run::take_seat`]).
+    fn leave_seat(&self, seat: usize, local: Worker<u32>) {
         *self.seats[seat].lock() = Some(local);
         self.active.fetch_sub(1, Ordering::SeqCst);
     }
