@@ -8,10 +8,10 @@
 //! owned at once, without its countdown). The first successor it owns it
 //! runs next itself, so a chain never leaves its thread; the others go to
 //! its own deque (newest first, as in rayon), from which idle helpers
-//! steal the oldest. While fewer helpers than the CPU pool has workers are
-//! active, queueing starts another helper (an engine op without vars that
-//! runs [`Run::help`]). The roots are claimed from a cursor, a few at a
-//! time.
+//! steal the oldest. The thread that runs the replay's op is the first
+//! helper; while fewer helpers than the CPU pool has workers are active,
+//! queueing starts another (an engine op without vars that runs
+//! [`Run::help`]). The roots are claimed from a cursor, a few at a time.
 //!
 //! A helper leaves when it has found nothing for a while ([`LINGER`]): it
 //! gives its deque back to its seat, counts itself out of `active`, then
@@ -245,15 +245,20 @@ impl Run {
         })
     }
 
-    /// Starts helpers for the roots; helps on this thread when none could
-    /// be started.
+    /// Runs the replay: this thread (the replay's op) is its first helper,
+    /// and more are started while there are roots for them. Helping here
+    /// rather than starting a helper for this thread too saves a handoff
+    /// through the engine's queues, often a sleeping worker's wake-up,
+    /// before the first node runs.
     pub(crate) fn start(self: Arc<Self>) {
         if self.graph.len() == 0 {
             self.finish();
             return;
         }
+        let joined = self.try_join();
+        debug_assert!(joined, "a new run has room for one helper");
         let want = self.graph.edges.roots.len().min(self.max_helpers);
-        for _ in 0..want {
+        for _ in 1..want {
             if !self.try_join() {
                 break;
             }
@@ -262,9 +267,7 @@ impl Run {
                 break;
             }
         }
-        if self.active.load(Ordering::SeqCst) == 0 && self.try_join() {
-            self.help();
-        }
+        self.help();
     }
 
     /// A helper's loop: runs nodes until none is left to take. The caller
