@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use depengine::bench::{
-    run_trace, run_trace_replay, run_workload, ReplayVars, Spec, Workload, DEFAULT_VARS,
+    run_trace, run_workload, ReplayVars, Spec, Trace, TraceReplay, Workload, DEFAULT_VARS,
 };
 use depengine::{Engine, EngineKind};
 
@@ -37,12 +37,14 @@ fn empty_ops(c: &mut Criterion) {
     }
 }
 
-/// The graph-shaped workloads, each run by `run` (returns the timed part).
-fn graph_group(
+/// The graph-shaped workloads: each trace is made ready once by `prepare`
+/// (not timed), then run by `run` (returns the timed part).
+fn graph_group<P>(
     c: &mut Criterion,
     name: &str,
     workloads: &[(Workload, usize)],
-    run: impl Fn(&Engine, &depengine::bench::Trace) -> Duration,
+    prepare: impl Fn(&Engine, Trace) -> P,
+    run: impl Fn(&Engine, &P) -> Duration,
 ) {
     let mut group = c.benchmark_group(name);
     group.sample_size(10);
@@ -55,8 +57,9 @@ fn graph_group(
         }
         .trace();
         group.throughput(Throughput::Elements(trace.ops.len() as u64));
+        let prepared = prepare(&engine, trace);
         group.bench_function(BenchmarkId::from_parameter(workload), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| run(&engine, &trace)).sum())
+            b.iter_custom(|iters| (0..iters).map(|_| run(&engine, &prepared)).sum())
         });
     }
     group.finish();
@@ -70,19 +73,27 @@ const GRAPHS: [(Workload, usize); 4] = [
 ];
 
 fn graph_workloads(c: &mut Criterion) {
-    graph_group(c, "graph_workloads/per-device", &GRAPHS, |engine, trace| {
-        run_trace(engine, trace, None).unwrap().elapsed
-    });
+    graph_group(
+        c,
+        "graph_workloads/per-device",
+        &GRAPHS,
+        |_, trace| trace,
+        |engine, trace| run_trace(engine, trace, None).unwrap().elapsed,
+    );
 }
 
 fn replay(c: &mut Criterion) {
     let mut workloads = vec![(Workload::Chain, 20_000)];
     workloads.extend(GRAPHS);
-    graph_group(c, "replay/per-device", &workloads, |engine, trace| {
-        run_trace_replay(engine, trace, ReplayVars::Private)
-            .unwrap()
-            .elapsed
-    });
+    // Captured once per workload and pushed at every iteration, as a
+    // replay is meant to be used.
+    graph_group(
+        c,
+        "replay/per-device",
+        &workloads,
+        |engine, trace| TraceReplay::capture(engine, &trace, ReplayVars::Private).unwrap(),
+        |engine, captured| captured.run(engine).unwrap().elapsed,
+    );
 }
 
 criterion_group!(benches, empty_ops, graph_workloads, replay);

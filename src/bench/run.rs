@@ -4,7 +4,9 @@ use std::time::{Duration, Instant};
 
 use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{thread, Arc, Condvar, Mutex};
-use crate::{Batch, Completion, Engine, EngineError, OpDesc, PrivateAccess, PrivateVar, Var};
+use crate::{
+    Batch, Completion, Engine, EngineError, OpDesc, PrivateAccess, PrivateVar, Replay, Var,
+};
 
 use super::trace::{Trace, TraceOp};
 
@@ -195,11 +197,131 @@ pub enum ReplayVars {
     Private,
 }
 
-/// [`run_trace`] through a [`Replay`](crate::Replay): the graph is
-/// captured from the trace before the clock starts (as the oneTBB and
-/// rayon drivers build theirs), then (timed) pushed whole with
-/// [`Engine::push_replay`] and waited for. Priorities are not kept: a
+/// A trace captured as a [`Replay`](crate::Replay), to be pushed whole as
+/// many times as wanted ([`TraceReplay::run`]): the graph is inferred once,
+/// before any clock starts, as the oneTBB and rayon drivers build theirs,
+/// and every run after the first reuses the countdowns of the one before,
+/// as the rayon driver reuses its graph. Priorities are not kept: a
 /// replay's nodes have none.
+pub struct TraceReplay {
+    replay: Replay,
+    /// The engine vars of [`ReplayVars::Engine`]; empty otherwise.
+    vars: Vec<Var>,
+}
+
+impl TraceReplay {
+    /// Captures `trace`: one node per op, in trace order, whose body spins
+    /// for the op's `body_ns`.
+    ///
+    /// # Errors
+    ///
+    /// Any error of the engine (none is expected).
+    pub fn capture(
+        engine: &Engine,
+        trace: &Trace,
+        vars: ReplayVars,
+    ) -> Result<TraceReplay, EngineError> {
+        let mut builder = engine.replay_builder("bench");
+        let (engine_vars, private): (Vec<Var>, Vec<PrivateVar>) = match vars {
+            ReplayVars::Engine => (
+                (0..trace.vars).map(|_| engine.new_var()).collect(),
+                Vec::new(),
+            ),
+            ReplayVars::Private => (
+                Vec::new(),
+                (0..trace.vars).map(|_| builder.private_var()).collect(),
+            ),
+        };
+        let mut reads: Vec<&Var> = Vec::with_capacity(32);
+        let mut writes: Vec<&Var> = Vec::with_capacity(4);
+        let (mut p_reads, mut p_writes) = (Vec::with_capacity(32), Vec::with_capacity(4));
+        for op in &trace.ops {
+            let desc = match vars {
+                ReplayVars::Engine => {
+                    gather(trace, op, &engine_vars, &mut reads, &mut writes);
+                    OpDesc::new("bench").reads(&reads).writes(&writes)
+                }
+                ReplayVars::Private => {
+                    p_reads.clear();
+                    p_writes.clear();
+                    p_reads.extend(trace.reads(op).iter().map(|&v| private[v as usize]));
+                    p_writes.extend(trace.writes(op).iter().map(|&v| private[v as usize]));
+                    OpDesc::new("bench")
+                }
+            };
+            let access = PrivateAccess::new().reads(&p_reads).writes(&p_writes);
+            let ns = op.body_ns;
+            if ns == 0 {
+                builder.push_with(desc, access, || Ok(()))?;
+            } else {
+                builder.push_with(desc, access, move || {
+                    busy(ns);
+                    Ok(())
+                })?;
+            }
+        }
+        drop(reads);
+        drop(writes);
+        Ok(TraceReplay {
+            replay: builder.build(),
+            vars: engine_vars,
+        })
+    }
+
+    /// Number of nodes (the trace's ops).
+    pub fn len(&self) -> usize {
+        self.replay.len()
+    }
+
+    /// True when the trace had no ops.
+    pub fn is_empty(&self) -> bool {
+        self.replay.len() == 0
+    }
+
+    /// One timed run: waits for the engine to be idle, then pushes the
+    /// replay with [`Engine::push_replay`] and waits for all.
+    ///
+    /// # Errors
+    ///
+    /// Any error of the engine, such as `engine` not being the engine the
+    /// replay was captured for.
+    pub fn run(&self, engine: &Engine) -> Result<RunResult, EngineError> {
+        engine.wait_for_all()?;
+        let start = Instant::now();
+        engine.push_replay(&self.replay)?;
+        let push_elapsed = start.elapsed();
+        engine.wait_for_all()?;
+        Ok(RunResult {
+            elapsed: start.elapsed(),
+            push_elapsed,
+            latencies_ns: Vec::new(),
+        })
+    }
+
+    /// Deletes the engine vars the capture made (if any) and waits until
+    /// they are gone.
+    ///
+    /// # Errors
+    ///
+    /// Any error of the engine (none is expected).
+    pub fn release(self, engine: &Engine) -> Result<(), EngineError> {
+        drop(self.replay);
+        finish_run(
+            engine,
+            self.vars,
+            Duration::ZERO,
+            Duration::ZERO,
+            Vec::new(),
+        )
+        .map(|_| ())
+    }
+}
+
+/// [`run_trace`] through a [`Replay`](crate::Replay), once: captures the
+/// trace ([`TraceReplay::capture`], not timed), then times one push of
+/// it ([`TraceReplay::run`]). That first run also allocates the replay's
+/// countdowns; a bench that runs a trace many times captures it once and
+/// runs the capture, as `depengine bench --replay` does.
 ///
 /// # Errors
 ///
@@ -209,56 +331,10 @@ pub fn run_trace_replay(
     trace: &Trace,
     vars: ReplayVars,
 ) -> Result<RunResult, EngineError> {
-    let mut builder = engine.replay_builder("bench");
-    let (engine_vars, private): (Vec<Var>, Vec<PrivateVar>) = match vars {
-        ReplayVars::Engine => (
-            (0..trace.vars).map(|_| engine.new_var()).collect(),
-            Vec::new(),
-        ),
-        ReplayVars::Private => (
-            Vec::new(),
-            (0..trace.vars).map(|_| builder.private_var()).collect(),
-        ),
-    };
-    let mut reads: Vec<&Var> = Vec::with_capacity(32);
-    let mut writes: Vec<&Var> = Vec::with_capacity(4);
-    let (mut p_reads, mut p_writes) = (Vec::with_capacity(32), Vec::with_capacity(4));
-    for op in &trace.ops {
-        let desc = match vars {
-            ReplayVars::Engine => {
-                gather(trace, op, &engine_vars, &mut reads, &mut writes);
-                OpDesc::new("bench").reads(&reads).writes(&writes)
-            }
-            ReplayVars::Private => {
-                p_reads.clear();
-                p_writes.clear();
-                p_reads.extend(trace.reads(op).iter().map(|&v| private[v as usize]));
-                p_writes.extend(trace.writes(op).iter().map(|&v| private[v as usize]));
-                OpDesc::new("bench")
-            }
-        };
-        let access = PrivateAccess::new().reads(&p_reads).writes(&p_writes);
-        let ns = op.body_ns;
-        if ns == 0 {
-            builder.push_with(desc, access, || Ok(()))?;
-        } else {
-            builder.push_with(desc, access, move || {
-                busy(ns);
-                Ok(())
-            })?;
-        }
-    }
-    drop(reads);
-    drop(writes);
-    let replay = builder.build();
-    engine.wait_for_all()?;
-    let start = Instant::now();
-    engine.push_replay(&replay)?;
-    let push_elapsed = start.elapsed();
-    engine.wait_for_all()?;
-    let elapsed = start.elapsed();
-    drop(replay);
-    finish_run(engine, engine_vars, elapsed, push_elapsed, Vec::new())
+    let captured = TraceReplay::capture(engine, trace, vars)?;
+    let result = captured.run(engine)?;
+    captured.release(engine)?;
+    Ok(result)
 }
 
 /// [`run_trace`] with `pushers` pushing threads: op `i` is pushed by

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use depengine::bench::{
-    ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, run_trace_replay,
-    ReplayVars, Spec, Summary, Workload,
+    ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, ReplayVars, Spec,
+    Summary, TraceReplay, Workload,
 };
 use depengine::{Engine, EngineKind};
 
@@ -210,14 +210,22 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         let trace = spec.trace();
         total_ops = trace.ops.len();
         let body_total = trace.total_body_ns() as f64;
+        // A replay is captured once and pushed for every run, as the rayon
+        // driver builds its graph once: the warm-up run allocates the
+        // countdowns the timed runs reuse.
+        let captured = if args.replay {
+            let vars = if args.replay_engine_vars {
+                ReplayVars::Engine
+            } else {
+                ReplayVars::Private
+            };
+            Some(TraceReplay::capture(&engine, &trace, vars)?)
+        } else {
+            None
+        };
         let run_once = || {
-            if args.replay {
-                let vars = if args.replay_engine_vars {
-                    ReplayVars::Engine
-                } else {
-                    ReplayVars::Private
-                };
-                run_trace_replay(&engine, &trace, vars)
+            if let Some(captured) = &captured {
+                captured.run(&engine)
             } else if args.pushers > 1 {
                 run_trace_pushers(&engine, &trace, None, args.pushers)
             } else {
@@ -236,6 +244,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 p50.push(quantile(&r.latencies_ns, 0.5) as f64 / 1e3);
                 p99.push(quantile(&r.latencies_ns, 0.99) as f64 / 1e3);
             }
+        }
+        if let Some(captured) = captured {
+            captured.release(&engine)?;
         }
     }
     let mut line = result_line(
