@@ -199,6 +199,17 @@ pub enum EngineError {
         /// What it sets.
         what: &'static str,
     },
+    /// A [`ReplayBuilder`](crate::ReplayBuilder) already holds as many
+    /// nodes as a replay can.
+    #[error("op `{op}` would be node {max} of replay `{replay}`, which holds at most {max} nodes: split the graph into several replays")]
+    ReplayFull {
+        /// The op.
+        op: String,
+        /// The replay it was given to.
+        replay: String,
+        /// The most nodes a replay holds.
+        max: usize,
+    },
 }
 
 impl EngineError {

@@ -50,6 +50,38 @@ pub(crate) fn infer_preds<'a>(
     preds
 }
 
+/// The most nodes a graph holds: a successor's index keeps its top bit
+/// for [`Succ::sole`].
+pub(crate) const MAX_NODES: usize = 1 << 31;
+
+/// One successor of a node: its index, and whether it follows that node
+/// alone.
+///
+/// The flag travels in the index's top bit, so that releasing a successor
+/// with a single predecessor (every node of a chain) reads nothing but
+/// the successor list: its predecessor count, at a scattered address in a
+/// random graph, would cost a cache miss per edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(transparent)]
+pub(crate) struct Succ(u32);
+
+impl Succ {
+    const SOLE: u32 = 1 << 31;
+
+    /// The successor's index.
+    #[inline]
+    pub(crate) fn node(self) -> u32 {
+        self.0 & !Self::SOLE
+    }
+
+    /// True when the node that lists it is its only predecessor: nothing
+    /// else counts it down, so it needs no countdown.
+    #[inline]
+    pub(crate) fn sole(self) -> bool {
+        self.0 & Self::SOLE != 0
+    }
+}
+
 /// Predecessor counts, successor lists and roots of a graph, flat.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Edges {
@@ -57,16 +89,17 @@ pub(crate) struct Edges {
     pub(crate) preds: Box<[u32]>,
     /// `succs[offsets[i]..offsets[i + 1]]` follow node `i`.
     offsets: Box<[u32]>,
-    succs: Box<[u32]>,
+    succs: Box<[Succ]>,
     /// The nodes that wait for nothing, in push order.
     pub(crate) roots: Box<[u32]>,
 }
 
 impl Edges {
     /// Turns per-node predecessor lists (each naming earlier nodes only)
-    /// into successor lists.
+    /// into successor lists. At most [`MAX_NODES`] nodes.
     pub(crate) fn from_preds(preds: &[Vec<u32>]) -> Edges {
         let n = preds.len();
+        assert!(n <= MAX_NODES, "a graph holds at most 2^31 nodes");
         let mut count = vec![0u32; n + 1];
         for p in preds {
             for &j in p {
@@ -77,13 +110,14 @@ impl Edges {
             count[i + 1] += count[i];
         }
         let offsets = count.clone().into_boxed_slice();
-        let mut succs = vec![0u32; count[n] as usize];
+        let mut succs = vec![Succ(0); count[n] as usize];
         // Nodes visited in push order: each successor list comes out in
         // push order too.
         for (i, p) in preds.iter().enumerate() {
+            let sole = if p.len() == 1 { Succ::SOLE } else { 0 };
             for &j in p {
                 let at = &mut count[j as usize];
-                succs[*at as usize] = i as u32;
+                succs[*at as usize] = Succ(i as u32 | sole);
                 *at += 1;
             }
         }
@@ -99,7 +133,7 @@ impl Edges {
 
     /// The nodes that follow node `i`, in push order.
     #[inline]
-    pub(crate) fn succs(&self, i: u32) -> &[u32] {
+    pub(crate) fn succs(&self, i: u32) -> &[Succ] {
         let i = i as usize;
         &self.succs[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
@@ -139,11 +173,18 @@ mod tests {
     fn successor_lists_invert_the_predecessors() {
         let p = vec![vec![], vec![0], vec![0], vec![1, 2], vec![]];
         let e = Edges::from_preds(&p);
+        let succs = |i| {
+            e.succs(i)
+                .iter()
+                .map(|s| (s.node(), s.sole()))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(&*e.preds, &[0, 1, 1, 2, 0]);
-        assert_eq!(e.succs(0), &[1, 2]);
-        assert_eq!(e.succs(1), &[3]);
-        assert_eq!(e.succs(2), &[3]);
-        assert!(e.succs(3).is_empty());
+        // 1 and 2 follow 0 alone; 3 follows both 1 and 2.
+        assert_eq!(succs(0), [(1, true), (2, true)]);
+        assert_eq!(succs(1), [(3, false)]);
+        assert_eq!(succs(2), [(3, false)]);
+        assert!(succs(3).is_empty());
         assert_eq!(&*e.roots, &[0, 4]);
     }
 }

@@ -33,6 +33,8 @@ pub struct ReplayBuilder {
     /// for a private one.
     vars: Vec<Option<Var>>,
     written: Vec<bool>,
+    /// [`graph::MAX_NODES`]; lower in a test.
+    max_nodes: usize,
 }
 
 impl ReplayBuilder {
@@ -45,7 +47,9 @@ impl ReplayBuilder {
     /// that cannot be used, as a push would report;
     /// [`EngineError::NotReplayable`] when `desc` sets a context other than
     /// `cpu(0)`, a property other than `Normal`, or a priority: a replay's
-    /// nodes all run on the CPU pool, in the graph's order.
+    /// nodes all run on the CPU pool, in the graph's order;
+    /// [`EngineError::ReplayFull`] when the builder already holds 2^31
+    /// nodes.
     pub fn push<F>(&mut self, desc: OpDesc<'_>, body: F) -> Result<(), EngineError>
     where
         F: Fn() -> OpResult + Send + Sync + 'static,
@@ -90,6 +94,13 @@ impl ReplayBuilder {
                 op: desc.name.to_string(),
                 replay: self.name.to_string(),
                 what,
+            });
+        }
+        if self.nodes.len() >= self.max_nodes {
+            return Err(EngineError::ReplayFull {
+                op: desc.name.to_string(),
+                replay: self.name.to_string(),
+                max: self.max_nodes,
             });
         }
         for v in desc.writes.iter().chain(desc.reads.iter()) {
@@ -397,6 +408,7 @@ impl Engine {
             index: HashMap::new(),
             vars: Vec::new(),
             written: Vec::new(),
+            max_nodes: graph::MAX_NODES,
         }
     }
 
@@ -436,5 +448,30 @@ impl Engine {
             .reads(&replay.reads)
             .writes(&replay.writes);
         self.core().push(desc, body, None, false)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{Engine, EngineError, OpDesc};
+
+    #[test]
+    fn a_full_builder_refuses_the_next_node_and_keeps_the_others() {
+        let engine = Engine::builder().build().unwrap();
+        let mut b = engine.replay_builder("small");
+        b.max_nodes = 2;
+        b.push(OpDesc::new("a"), || Ok(())).unwrap();
+        b.push(OpDesc::new("b"), || Ok(())).unwrap();
+        let err = b.push(OpDesc::new("c"), || Ok(())).unwrap_err();
+        assert!(
+            matches!(err, EngineError::ReplayFull { max: 2, .. }),
+            "{err}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains("`c`") && msg.contains("`small`"), "{msg}");
+        let replay = b.build();
+        assert_eq!(replay.len(), 2);
+        engine.push_replay(&replay).unwrap();
+        engine.wait_for_all().unwrap();
     }
 }

@@ -423,9 +423,8 @@ impl Run {
             for &s in edges.succs(i) {
                 // A node that follows this one alone needs no countdown:
                 // nobody else will ever touch it.
-                if edges.preds[s as usize] == 1
-                    || wait[s as usize].fetch_sub(1, Ordering::AcqRel) == 1
-                {
+                let (sole, s) = (s.sole(), s.node());
+                if sole || wait[s as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
                     if next.is_none() {
                         next = Some(s);
                     } else {
