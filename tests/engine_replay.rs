@@ -294,6 +294,64 @@ fn a_failed_node_skips_what_uses_its_vars_and_fails_the_replay() {
 }
 
 #[test]
+fn a_replay_pushed_again_after_a_failed_run_runs_every_node() {
+    for engine in engines() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        // A node that adds `weight` to `ran`, but fails on its run `fail_on`.
+        let node = |weight: usize, fail_on: usize| {
+            let (ran, calls) = (ran.clone(), AtomicUsize::new(0));
+            move || {
+                if calls.fetch_add(1, Ordering::SeqCst) == fail_on {
+                    return Err(OpError::msg(format!("failed on run {fail_on}")));
+                }
+                ran.fetch_add(weight, Ordering::SeqCst);
+                Ok(())
+            }
+        };
+        let mut b = engine.replay_builder("again");
+        let (a, bv, c, d) = (
+            [b.private_var()],
+            [b.private_var()],
+            [b.private_var()],
+            [b.private_var()],
+        );
+        fn on<'a>(reads: &'a [PrivateVar], writes: &'a [PrivateVar]) -> PrivateAccess<'a> {
+            PrivateAccess::new().reads(reads).writes(writes)
+        }
+        // `c` comes first, so the serial executor runs it first: on the
+        // second run it fails before `a` runs, and a taint of `a` left
+        // over from the first run would then skip `a` and `b`.
+        b.push_with(OpDesc::new("c"), on(&[], &c), node(100, 1))
+            .unwrap();
+        b.push_with(OpDesc::new("a"), on(&[], &a), node(1, 0))
+            .unwrap();
+        b.push_with(OpDesc::new("b"), on(&a, &bv), node(10, usize::MAX))
+            .unwrap();
+        // Two predecessors: counted down, and set back for the next run.
+        let bc = [bv[0], c[0]];
+        b.push_with(OpDesc::new("d"), on(&bc, &d), node(1000, usize::MAX))
+            .unwrap();
+        let replay = b.build();
+
+        engine.push_replay(&replay).unwrap();
+        let err = engine.wait_for_all().unwrap_err();
+        assert!(err.to_string().contains("failed on run 0"), "{err}");
+        // `b` and `d` were skipped.
+        assert_eq!(ran.swap(0, Ordering::SeqCst), 100, "{:?}", engine.kind());
+        engine.push_replay(&replay).unwrap();
+        let err = engine.wait_for_all().unwrap_err();
+        assert!(err.to_string().contains("failed on run 1"), "{err}");
+        // Only `d` was skipped.
+        assert_eq!(ran.swap(0, Ordering::SeqCst), 11, "{:?}", engine.kind());
+        for _ in 0..3 {
+            engine.push_replay(&replay).unwrap();
+            engine.wait_for_all().unwrap();
+            assert_eq!(ran.swap(0, Ordering::SeqCst), 1111, "{:?}", engine.kind());
+        }
+    }
+}
+
+#[test]
 fn a_node_that_fails_without_writes_taints_nothing() {
     let engine = Engine::builder().cpu_workers(2).build().unwrap();
     let (x, y) = (engine.new_var(), engine.new_var());

@@ -116,6 +116,7 @@ impl Graph {
 /// A run's per-node countdowns and per-var taint flags.
 pub(crate) struct Counts {
     wait: Box<[AtomicU32]>,
+    /// Cleared by the run that set them, when it drops.
     tainted: Box<[AtomicBool]>,
 }
 
@@ -125,14 +126,18 @@ impl Counts {
         let preds = &graph.edges.preds;
         let spare = graph.spare.lock().pop();
         match spare {
-            Some(c) => {
+            Some(mut c) => {
                 // Published to the helpers with the run itself (they reach
-                // it through the engine's queues).
-                for (w, &p) in c.wait.iter().zip(preds.iter()) {
+                // it through the engine's queues). Plain writes through
+                // `&mut`: a copy the compiler vectorizes, where atomic
+                // stores went one by one.
+                for (w, &p) in c.wait.iter_mut().zip(preds.iter()) {
+                    #[cfg(not(loom))]
+                    {
+                        *w.get_mut() = p;
+                    }
+                    #[cfg(loom)]
                     w.store(p, Ordering::Relaxed);
-                }
-                for t in c.tainted.iter() {
-                    t.store(false, Ordering::Relaxed);
                 }
                 c
             }
@@ -503,9 +508,17 @@ impl Run {
 
 impl Drop for Run {
     fn drop(&mut self) {
-        if let Some(c) = self.counts.take() {
-            self.graph.spare.lock().push(c);
+        let Some(c) = self.counts.take() else {
+            return;
+        };
+        // Most runs taint nothing: only those that did pay a pass over the
+        // flags, and not at the start of the next run.
+        if self.any_tainted.load(Ordering::Acquire) {
+            for t in c.tainted.iter() {
+                t.store(false, Ordering::Relaxed);
+            }
         }
+        self.graph.spare.lock().push(c);
     }
 }
 
