@@ -203,6 +203,7 @@ pub enum ReplayVars {
 /// and every run after the first reuses the countdowns of the one before,
 /// as the rayon driver reuses its graph. Priorities are not kept: a
 /// replay's nodes have none.
+#[derive(Debug)]
 pub struct TraceReplay {
     replay: Replay,
     /// The engine vars of [`ReplayVars::Engine`]; empty otherwise.

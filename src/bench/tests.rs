@@ -66,6 +66,35 @@ fn several_pushers_push_every_op_once() {
 }
 
 #[test]
+fn a_captured_trace_runs_in_full_at_every_push() {
+    // 20 ops of 200 µs on one var: a chain, so no run can take less than
+    // 4 ms, however many workers, unless nodes are skipped or run out of
+    // order alongside one another.
+    let engine = Engine::builder().cpu_workers(2).build().unwrap();
+    let trace = Spec {
+        body_ns: 200_000,
+        ..Spec::new(Workload::Chain, 20)
+    }
+    .trace();
+    for vars in [ReplayVars::Private, ReplayVars::Engine] {
+        let captured = TraceReplay::capture(&engine, &trace, vars).unwrap();
+        assert_eq!(captured.len(), 20);
+        for _ in 0..3 {
+            let r = captured.run(&engine).unwrap();
+            assert!(
+                r.elapsed >= std::time::Duration::from_millis(4),
+                "{vars:?}: {:?}",
+                r.elapsed
+            );
+            assert!(r.push_elapsed <= r.elapsed);
+            assert_eq!(engine.pending(), 0);
+        }
+        captured.release(&engine).unwrap();
+        assert_eq!(engine.pending(), 0);
+    }
+}
+
+#[test]
 fn legacy_entry_point_runs_the_old_workloads() {
     let engine = Engine::builder().cpu_workers(2).build().unwrap();
     for w in [Workload::Indep, Workload::Chain, Workload::Readers] {
