@@ -544,14 +544,14 @@ mod loom_models {
     // SAFETY: as above.
     unsafe impl Send for Cells {}
 
-    /// Runs the graph of `ops` (reads, writes as var indices) with two
-    /// helpers at most; node `fail` (if any) fails. Returns the outcome
-    /// and each node's cell (0: skipped).
-    fn run(
+    /// The graph of `ops` (reads, writes as var indices), each node
+    /// writing its cell; each `(node, runs)` of `fails` fails on those
+    /// runs (numbered from 0).
+    fn graph(
         ops: &[(&[u32], &[u32])],
         vars: usize,
-        fail: Option<usize>,
-    ) -> (Result<(), String>, Vec<u32>) {
+        fails: &[(usize, std::ops::Range<usize>)],
+    ) -> (Arc<Graph>, std::sync::Arc<Cells>) {
         let preds = infer_preds(vars, ops.iter().copied());
         let cells =
             std::sync::Arc::new(Cells((0..ops.len()).map(|_| UnsafeCell::new(0)).collect()));
@@ -560,7 +560,16 @@ mod loom_models {
             .enumerate()
             .map(|(i, (r, w))| {
                 let (cells, p) = (cells.clone(), preds[i].clone());
+                // Not a loom atomic: a node's body runs once per run, in
+                // the order the run's protocol gives it.
+                let calls = std::sync::atomic::AtomicUsize::new(0);
+                let fail_runs: Vec<_> = fails
+                    .iter()
+                    .filter(|(n, _)| *n == i)
+                    .map(|(_, runs)| runs.clone())
+                    .collect();
                 let body: NodeBody = Box::new(move || {
+                    let run = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let mut v = 1;
                     for &j in &p {
                         // SAFETY: loom checks the access (see `Cells`).
@@ -568,7 +577,7 @@ mod loom_models {
                     }
                     // SAFETY: as above.
                     cells.0[i].with_mut(|c| unsafe { *c = v });
-                    if fail == Some(i) {
+                    if fail_runs.iter().any(|runs| runs.contains(&run)) {
                         return Err(OpError::msg("boom"));
                     }
                     Ok(())
@@ -587,6 +596,12 @@ mod loom_models {
             Edges::from_preds(&preds),
             vars,
         ));
+        (graph, cells)
+    }
+
+    /// One run of `graph` with two helpers at most; returns its outcome
+    /// once every helper has left.
+    fn run_graph(graph: &Arc<Graph>) -> Result<(), String> {
         let handles = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let outcome = std::sync::Arc::new(std::sync::Mutex::new(None));
         let h = handles.clone();
@@ -600,7 +615,7 @@ mod loom_models {
             assert!(o.is_none(), "finished twice");
             *o = Some(r);
         });
-        Run::new(graph, 2, spawn, finish).start();
+        Run::new(graph.clone(), 2, spawn, finish).start();
         loop {
             let next = handles.lock().unwrap().pop();
             match next {
@@ -608,11 +623,27 @@ mod loom_models {
                 None => break,
             }
         }
-        let r = outcome.lock().unwrap().take().expect("the run finished");
-        let cells = std::sync::Arc::try_unwrap(cells)
-            .ok()
-            .expect("helpers are gone");
-        (r, cells.0.into_iter().map(|c| c.into_inner()).collect())
+        let outcome = outcome.lock().unwrap().take();
+        outcome.expect("the run finished")
+    }
+
+    /// Each node's cell (0: never run).
+    fn values(cells: &Cells) -> Vec<u32> {
+        // SAFETY: every helper has been joined.
+        cells.0.iter().map(|c| c.with(|v| unsafe { *v })).collect()
+    }
+
+    /// Runs the graph of `ops` once; node `fail` (if any) fails. Returns
+    /// the outcome and each node's cell (0: skipped).
+    fn run(
+        ops: &[(&[u32], &[u32])],
+        vars: usize,
+        fail: Option<usize>,
+    ) -> (Result<(), String>, Vec<u32>) {
+        let fails: Vec<_> = fail.into_iter().map(|n| (n, 0..1)).collect();
+        let (graph, cells) = graph(ops, vars, &fails);
+        let r = run_graph(&graph);
+        (r, values(&cells))
     }
 
     #[test]
@@ -649,6 +680,28 @@ mod loom_models {
                 "{why}"
             );
             assert_eq!(cells, vec![1, 0, 1]);
+        });
+    }
+
+    #[test]
+    fn a_run_after_a_failed_one_finds_its_counts_and_taints_reset() {
+        // 0 writes a and fails on the first run; 1 reads a and writes b;
+        // 2 writes c; 3 reads b and c (a countdown of 2); 4 writes e and
+        // fails on the second run, so that run looks at taints, and must
+        // not find the first run's.
+        model(|| {
+            let ops: &[(&[u32], &[u32])] = &[
+                (&[], &[0]),
+                (&[0], &[1]),
+                (&[], &[2]),
+                (&[1, 2], &[3]),
+                (&[], &[4]),
+            ];
+            let (graph, cells) = graph(ops, 5, &[(0, 0..1), (4, 1..2)]);
+            assert!(run_graph(&graph).unwrap_err().contains("n0"));
+            assert_eq!(values(&cells), vec![1, 0, 1, 0, 1]);
+            assert!(run_graph(&graph).unwrap_err().contains("n4"));
+            assert_eq!(values(&cells), vec![1, 2, 1, 3, 1]);
         });
     }
 }
