@@ -56,6 +56,16 @@ pub(crate) fn loom_model(f: impl Fn() + Sync + Send + 'static) {
     builder.check(f);
 }
 
+/// Adds one to `n` unless it has reached `max`; true when it did. For
+/// counts of threads allowed to do something at once (searching workers,
+/// a replay's helpers).
+pub(crate) fn increment_below(n: &AtomicUsize, max: usize) -> bool {
+    n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+        (v < max).then_some(v + 1)
+    })
+    .is_ok()
+}
+
 /// Number of logical CPUs, for default worker counts.
 pub(crate) fn cpu_count() -> usize {
     #[cfg(loom)]
@@ -250,6 +260,20 @@ impl Backoff {
 // ---------------------------------------------------------------------------
 // Work queues: crossbeam-deque, or a Mutex<VecDeque> with the same method names.
 // ---------------------------------------------------------------------------
+
+/// Repeats a steal from a work queue until it settles: what it took, or
+/// `None` when the queue was empty. A steal that raced another thief asks
+/// to be tried again (`Steal::Retry`).
+#[inline]
+pub(crate) fn steal_settled<T>(mut steal: impl FnMut() -> deque::Steal<T>) -> Option<T> {
+    loop {
+        match steal() {
+            deque::Steal::Success(v) => return Some(v),
+            deque::Steal::Empty => return None,
+            deque::Steal::Retry => {}
+        }
+    }
+}
 
 #[cfg(not(loom))]
 pub(crate) mod deque {

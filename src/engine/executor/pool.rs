@@ -21,8 +21,8 @@
 
 use std::collections::BinaryHeap;
 
-use crate::sync::deque::{Injector, Steal, Stealer, Worker};
-use crate::sync::{thread, Arc, AtomicBool, AtomicUsize, Backoff, Mutex, Ordering};
+use crate::sync::deque::{Injector, Stealer, Worker};
+use crate::sync::{steal_settled, thread, Arc, AtomicBool, AtomicUsize, Backoff, Mutex, Ordering};
 
 use super::super::core::Core;
 use super::super::error::EngineError;
@@ -120,23 +120,12 @@ impl PoolShared {
         if let Some(op) = self.pushers.steal_one() {
             return Some(op);
         }
-        loop {
-            match self.injector.steal() {
-                Steal::Success(op) => return Some(op),
-                Steal::Empty => break,
-                Steal::Retry => continue,
-            }
+        if let Some(op) = steal_settled(|| self.injector.steal()) {
+            return Some(op);
         }
-        for s in &self.stealers {
-            loop {
-                match s.steal() {
-                    Steal::Success(op) => return Some(op),
-                    Steal::Empty => break,
-                    Steal::Retry => continue,
-                }
-            }
-        }
-        None
+        self.stealers
+            .iter()
+            .find_map(|s| steal_settled(|| s.steal()))
     }
 
     /// Worker threads of the pool.
@@ -180,23 +169,15 @@ impl PoolShared {
         if let Some(op) = self.pushers.steal_into(local) {
             return Some(op);
         }
-        loop {
-            match self.injector.steal_batch_and_pop(local) {
-                Steal::Success(op) => return Some(op),
-                Steal::Empty => break,
-                Steal::Retry => continue,
-            }
+        if let Some(op) = steal_settled(|| self.injector.steal_batch_and_pop(local)) {
+            return Some(op);
         }
         for (i, s) in self.stealers.iter().enumerate() {
             if i == index {
                 continue;
             }
-            loop {
-                match s.steal_batch_and_pop(local) {
-                    Steal::Success(op) => return Some(op),
-                    Steal::Empty => break,
-                    Steal::Retry => continue,
-                }
+            if let Some(op) = steal_settled(|| s.steal_batch_and_pop(local)) {
+                return Some(op);
             }
         }
         if self.prio_len.load(Ordering::Acquire) > 0 {

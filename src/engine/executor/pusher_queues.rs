@@ -62,9 +62,10 @@ mod imp {
     use std::cell::RefCell;
     use std::sync::OnceLock;
 
-    use crossbeam_deque::{Steal, Stealer, Worker};
+    use crossbeam_deque::{Stealer, Worker};
 
     use super::{OpPtr, QUEUES, REMEMBERED};
+    use crate::sync::steal_settled;
     use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 
     static NEXT_POOL: AtomicU64 = AtomicU64::new(0);
@@ -163,30 +164,13 @@ mod imp {
 
         /// Moves a batch of some pusher's ops to `local` and pops one.
         pub(crate) fn steal_into(&self, local: &Worker<OpPtr>) -> Option<OpPtr> {
-            for s in self.stealers() {
-                loop {
-                    match s.steal_batch_and_pop(local) {
-                        Steal::Success(op) => return Some(op),
-                        Steal::Empty => break,
-                        Steal::Retry => continue,
-                    }
-                }
-            }
-            None
+            self.stealers()
+                .find_map(|s| steal_settled(|| s.steal_batch_and_pop(local)))
         }
 
         /// One op from some pusher's queue (a helping thread's take).
         pub(crate) fn steal_one(&self) -> Option<OpPtr> {
-            for s in self.stealers() {
-                loop {
-                    match s.steal() {
-                        Steal::Success(op) => return Some(op),
-                        Steal::Empty => break,
-                        Steal::Retry => continue,
-                    }
-                }
-            }
-            None
+            self.stealers().find_map(|s| steal_settled(|| s.steal()))
         }
 
         /// True when no pusher's queue holds an op.

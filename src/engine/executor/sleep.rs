@@ -49,7 +49,7 @@
 //! loom models at the end of this file check the argument (a lost wake-up
 //! is a deadlock there).
 
-use crate::sync::{fence, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{fence, increment_below, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// One worker's wake-up token: `unpark` before `park` is not lost.
 struct Parker {
@@ -139,19 +139,7 @@ impl Sleep {
     /// Becomes a searcher unless `max` workers already search; a worker
     /// that may not search goes to sleep at once (see the module docs).
     pub(crate) fn try_start_searching(&self, max: usize) -> bool {
-        let mut n = self.searching.load(Ordering::SeqCst);
-        loop {
-            if n >= max {
-                return false;
-            }
-            match self
-                .searching
-                .compare_exchange_weak(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                Ok(_) => return true,
-                Err(now) => n = now,
-            }
-        }
+        increment_below(&self.searching, max)
     }
 
     pub(crate) fn stop_searching(&self) {

@@ -35,8 +35,11 @@
 use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::sync::deque::{Steal, Stealer, Worker};
-use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicUsize, Backoff, Mutex, Ordering};
+use crate::sync::deque::{Stealer, Worker};
+use crate::sync::{
+    increment_below, steal_settled, Arc, AtomicBool, AtomicU32, AtomicUsize, Backoff, Mutex,
+    Ordering,
+};
 
 use super::super::core::panic_message;
 use super::super::op::OpResult;
@@ -347,19 +350,7 @@ impl Run {
 
     /// Counts one more helper in, unless the pool is full.
     fn try_join(&self) -> bool {
-        let mut n = self.active.load(Ordering::SeqCst);
-        loop {
-            if n >= self.max_helpers {
-                return false;
-            }
-            match self
-                .active
-                .compare_exchange_weak(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                Ok(_) => return true,
-                Err(now) => n = now,
-            }
-        }
+        increment_below(&self.active, self.max_helpers)
     }
 
     fn has_queued(&self) -> bool {
@@ -376,19 +367,11 @@ impl Run {
         if let Some(i) = self.claim_roots(local) {
             return Some(i);
         }
-        for (j, s) in self.stealers.iter().enumerate() {
-            if j == seat {
-                continue;
-            }
-            loop {
-                match s.steal_batch_and_pop(local) {
-                    Steal::Success(i) => return Some(i),
-                    Steal::Empty => break,
-                    Steal::Retry => continue,
-                }
-            }
-        }
-        None
+        self.stealers
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != seat)
+            .find_map(|(_, s)| steal_settled(|| s.steal_batch_and_pop(local)))
     }
 
     /// Claims a few roots: runs the first, queues the rest in `local`.
