@@ -267,11 +267,7 @@ impl Run {
         debug_assert!(joined, "a new run has room for one helper");
         let want = self.graph.edges.roots.len().min(self.max_helpers);
         for _ in 1..want {
-            if !self.try_join() {
-                break;
-            }
-            if !(self.spawn)(self.clone()) {
-                self.active.fetch_sub(1, Ordering::SeqCst);
+            if !self.add_helper() {
                 break;
             }
         }
@@ -348,6 +344,19 @@ impl Run {
             .expect("counts live until the run drops")
     }
 
+    /// Starts one more helper, unless the pool is full or the engine
+    /// refused it; true when one was started.
+    fn add_helper(self: &Arc<Self>) -> bool {
+        if !self.try_join() {
+            return false;
+        }
+        if (self.spawn)(self.clone()) {
+            return true;
+        }
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        false
+    }
+
     /// Counts one more helper in, unless the pool is full.
     fn try_join(&self) -> bool {
         increment_below(&self.active, self.max_helpers)
@@ -421,8 +430,8 @@ impl Run {
                     }
                 }
             }
-            if queued && self.try_join() && !(self.spawn)(self.clone()) {
-                self.active.fetch_sub(1, Ordering::SeqCst);
+            if queued {
+                self.add_helper();
             }
         }
         ran
