@@ -171,6 +171,14 @@ pub fn run_trace_batched(
     finish_run(engine, vars, elapsed, push_elapsed, latencies_ns)
 }
 
+/// Deletes a run's vars and waits until they are gone (untimed).
+fn delete_vars(engine: &Engine, vars: Vec<Var>) -> Result<(), EngineError> {
+    for v in vars {
+        engine.delete_var(v)?;
+    }
+    engine.wait_for_all()
+}
+
 /// Deletes a replay's vars (untimed) and makes its result.
 fn finish_run(
     engine: &Engine,
@@ -179,10 +187,7 @@ fn finish_run(
     push_elapsed: Duration,
     latencies_ns: Vec<u64>,
 ) -> Result<RunResult, EngineError> {
-    for v in vars {
-        engine.delete_var(v)?;
-    }
-    engine.wait_for_all()?;
+    delete_vars(engine, vars)?;
     Ok(RunResult {
         elapsed,
         push_elapsed,
@@ -311,14 +316,7 @@ impl TraceReplay {
     /// Any error of the engine (none is expected).
     pub fn release(self, engine: &Engine) -> Result<(), EngineError> {
         drop(self.replay);
-        finish_run(
-            engine,
-            self.vars,
-            Duration::ZERO,
-            Duration::ZERO,
-            Vec::new(),
-        )
-        .map(|_| ())
+        delete_vars(engine, self.vars)
     }
 }
 
