@@ -29,6 +29,24 @@ fn engines() -> Vec<Engine> {
     v
 }
 
+/// A node body that adds `weight` to `ran` each run, except the run
+/// numbered `fail_on` (from 0), where it fails instead.
+fn adds(
+    ran: &Arc<AtomicUsize>,
+    weight: usize,
+    fail_on: Option<usize>,
+) -> impl Fn() -> Result<(), OpError> + Send + Sync + 'static {
+    let (ran, calls) = (ran.clone(), AtomicUsize::new(0));
+    move || {
+        let run = calls.fetch_add(1, Ordering::SeqCst);
+        if Some(run) == fail_on {
+            return Err(OpError::msg(format!("failed on run {run}")));
+        }
+        ran.fetch_add(weight, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -257,24 +275,15 @@ fn a_failed_node_skips_what_uses_its_vars_and_fails_the_replay() {
                 Err(OpError::msg("boom"))
             })
             .unwrap();
-            let r = ran.clone();
-            b.push(OpDesc::new("uses x").reads(&x).writes(&y), move || {
-                r.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            })
+            b.push(
+                OpDesc::new("uses x").reads(&x).writes(&y),
+                adds(&ran, 1, None),
+            )
             .unwrap();
-            let r = ran.clone();
-            b.push(OpDesc::new("then y").writes(&y), move || {
-                r.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            })
-            .unwrap();
-            let r = ran.clone();
-            b.push(OpDesc::new("other").writes(&z), move || {
-                r.fetch_add(100, Ordering::SeqCst);
-                Ok(())
-            })
-            .unwrap();
+            b.push(OpDesc::new("then y").writes(&y), adds(&ran, 1, None))
+                .unwrap();
+            b.push(OpDesc::new("other").writes(&z), adds(&ran, 100, None))
+                .unwrap();
             let replay = b.build();
             engine.push_replay(&replay).unwrap();
             let err = engine.wait_for_all().unwrap_err();
@@ -297,17 +306,6 @@ fn a_failed_node_skips_what_uses_its_vars_and_fails_the_replay() {
 fn a_replay_pushed_again_after_a_failed_run_runs_every_node() {
     for engine in engines() {
         let ran = Arc::new(AtomicUsize::new(0));
-        // A node that adds `weight` to `ran`, but fails on its run `fail_on`.
-        let node = |weight: usize, fail_on: usize| {
-            let (ran, calls) = (ran.clone(), AtomicUsize::new(0));
-            move || {
-                if calls.fetch_add(1, Ordering::SeqCst) == fail_on {
-                    return Err(OpError::msg(format!("failed on run {fail_on}")));
-                }
-                ran.fetch_add(weight, Ordering::SeqCst);
-                Ok(())
-            }
-        };
         let mut b = engine.replay_builder("again");
         let (a, bv, c, d) = (
             [b.private_var()],
@@ -321,15 +319,15 @@ fn a_replay_pushed_again_after_a_failed_run_runs_every_node() {
         // `c` comes first, so the serial executor runs it first: on the
         // second run it fails before `a` runs, and a taint of `a` left
         // over from the first run would then skip `a` and `b`.
-        b.push_with(OpDesc::new("c"), on(&[], &c), node(100, 1))
+        b.push_with(OpDesc::new("c"), on(&[], &c), adds(&ran, 100, Some(1)))
             .unwrap();
-        b.push_with(OpDesc::new("a"), on(&[], &a), node(1, 0))
+        b.push_with(OpDesc::new("a"), on(&[], &a), adds(&ran, 1, Some(0)))
             .unwrap();
-        b.push_with(OpDesc::new("b"), on(&a, &bv), node(10, usize::MAX))
+        b.push_with(OpDesc::new("b"), on(&a, &bv), adds(&ran, 10, None))
             .unwrap();
         // Two predecessors: counted down, and set back for the next run.
         let bc = [bv[0], c[0]];
-        b.push_with(OpDesc::new("d"), on(&bc, &d), node(1000, usize::MAX))
+        b.push_with(OpDesc::new("d"), on(&bc, &d), adds(&ran, 1000, None))
             .unwrap();
         let replay = b.build();
 
@@ -362,11 +360,10 @@ fn a_node_that_fails_without_writes_taints_nothing() {
         Err(OpError::msg("no"))
     })
     .unwrap();
-    let r = ran.clone();
-    b.push(OpDesc::new("next writer").reads(&x).writes(&y), move || {
-        r.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    })
+    b.push(
+        OpDesc::new("next writer").reads(&x).writes(&y),
+        adds(&ran, 1, None),
+    )
     .unwrap();
     engine.push_replay(&b.build()).unwrap();
     let msg = engine.wait_for_all().unwrap_err().to_string();
