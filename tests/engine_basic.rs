@@ -1,34 +1,16 @@
 //! Engine semantics on every executor: ordering, versions, waits, deletion,
 //! operators, priorities, diagnostics and configuration.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use depengine::{Context, Engine, EngineKind, OpDesc, Property};
 
-fn engines() -> Vec<Engine> {
-    let mut v = Vec::new();
-    for kind in [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice] {
-        for workers in [1, 2, 4] {
-            if kind == EngineKind::Naive && workers > 1 {
-                continue;
-            }
-            v.push(
-                Engine::builder()
-                    .kind(kind)
-                    .cpu_workers(workers)
-                    .gpus(1)
-                    .build()
-                    .unwrap(),
-            );
-        }
-    }
-    v
-}
-
 #[test]
 fn reads_do_not_bump_versions_writes_do() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let v = engine.new_var();
         for _ in 0..10 {
             engine.push(OpDesc::new("r").reads(&v), |_| Ok(())).unwrap();
@@ -47,7 +29,7 @@ fn reads_do_not_bump_versions_writes_do() {
 
 #[test]
 fn writes_to_one_var_run_in_push_order() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let v = engine.new_var();
         let log = Arc::new(Mutex::new(Vec::new()));
         for i in 0..500 {
@@ -67,7 +49,7 @@ fn writes_to_one_var_run_in_push_order() {
 
 #[test]
 fn reads_see_the_write_before_them_and_not_the_one_after() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let v = engine.new_var();
         let cell = Arc::new(AtomicUsize::new(0));
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -100,7 +82,7 @@ fn reads_see_the_write_before_them_and_not_the_one_after() {
 
 #[test]
 fn duplicate_vars_count_once_and_read_write_is_a_write() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let v = engine.new_var();
         engine
             .push(
@@ -120,7 +102,7 @@ fn duplicate_vars_count_once_and_read_write_is_a_write() {
 /// sorting: both must leave each var once, written if any entry writes it.
 #[test]
 fn duplicates_are_removed_on_both_sides_of_the_pairwise_bound() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         for n in [5usize, 16, 31, 33, 60] {
             let vars: Vec<_> = (0..n).map(|_| engine.new_var()).collect();
             // Every var read twice, in reverse order the second time; every
@@ -154,7 +136,7 @@ fn duplicates_are_removed_on_both_sides_of_the_pairwise_bound() {
 
 #[test]
 fn op_context_reports_declared_access() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let (a, b, c) = (engine.new_var(), engine.new_var(), engine.new_var());
         let (a2, b2, c2) = (a.clone(), b.clone(), c.clone());
         let r = engine
@@ -173,7 +155,7 @@ fn op_context_reports_declared_access() {
 
 #[test]
 fn wait_to_write_waits_for_reads() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let v = engine.new_var();
         let done = Arc::new(AtomicUsize::new(0));
         for _ in 0..20 {
@@ -194,7 +176,7 @@ fn wait_to_write_waits_for_reads() {
 
 #[test]
 fn delete_var_runs_callback_after_last_op_and_refuses_later_use() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let v = engine.new_var();
         let ops_done = Arc::new(AtomicUsize::new(0));
         for _ in 0..10 {
@@ -234,7 +216,7 @@ fn delete_var_runs_callback_after_last_op_and_refuses_later_use() {
 /// (accepted), through plain pushes and through operators.
 #[test]
 fn a_deletion_on_another_thread_refuses_later_pushes_of_that_var_only() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let gone = engine.new_var();
         let kept = engine.new_var();
         let op = engine
@@ -310,7 +292,7 @@ fn unknown_gpu_is_an_error() {
 
 #[test]
 fn operators_push_many_times_and_delete_after_their_pushes() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let v = engine.new_var();
         let count = Arc::new(AtomicUsize::new(0));
         let c = count.clone();
@@ -442,7 +424,7 @@ fn diagnostics_name_the_blocked_ops() {
 
 #[test]
 fn async_ops_completed_from_other_threads() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let v = engine.new_var();
         let sum = Arc::new(AtomicUsize::new(0));
         for i in 0..200 {

@@ -2,32 +2,13 @@
 //! pushing their ops one by one, ordering with ordinary ops, failures
 //! and misuse.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use depengine::{
-    Engine, EngineError, EngineKind, OpDesc, OpError, PrivateAccess, PrivateVar, Property,
-};
-
-fn engines() -> Vec<Engine> {
-    let mut v = Vec::new();
-    for kind in [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice] {
-        for workers in [1, 2, 4] {
-            if kind == EngineKind::Naive && workers > 1 {
-                continue;
-            }
-            v.push(
-                Engine::builder()
-                    .kind(kind)
-                    .cpu_workers(workers)
-                    .build()
-                    .unwrap(),
-            );
-        }
-    }
-    v
-}
+use depengine::{Engine, EngineError, OpDesc, OpError, PrivateAccess, PrivateVar, Property};
 
 /// A node body that adds `weight` to `ran` each run, except the run
 /// numbered `fail_on` (from 0), where it fails instead.
@@ -120,7 +101,7 @@ fn replays_have_the_effects_of_the_ops_pushed_one_by_one() {
                 Ordering::Relaxed,
             );
         }
-        for engine in engines() {
+        for engine in common::every_executor() {
             // The first half engine vars, the second half private to the
             // replay.
             let vars: Vec<_> = (0..VARS / 2).map(|_| engine.new_var()).collect();
@@ -194,7 +175,7 @@ fn runs_of_a_replay_with_private_vars_only_follow_one_another() {
     // one: two runs at once would lose increments.
     const NODES: u64 = 50;
     const PUSHES: u64 = 20;
-    for engine in engines() {
+    for engine in common::every_executor() {
         let count = Arc::new(AtomicU64::new(0));
         let mut b = engine.replay_builder("private");
         let t = b.private_var();
@@ -264,7 +245,7 @@ fn independent_nodes_run_at_the_same_time_on_two_workers() {
 #[test]
 fn a_failed_node_skips_what_uses_its_vars_and_fails_the_replay() {
     for fail_by_panic in [false, true] {
-        for engine in engines() {
+        for engine in common::every_executor() {
             let (x, y, z) = (engine.new_var(), engine.new_var(), engine.new_var());
             let ran = Arc::new(AtomicUsize::new(0));
             let mut b = engine.replay_builder("step");
@@ -304,7 +285,7 @@ fn a_failed_node_skips_what_uses_its_vars_and_fails_the_replay() {
 
 #[test]
 fn a_replay_pushed_again_after_a_failed_run_runs_every_node() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let ran = Arc::new(AtomicUsize::new(0));
         let mut b = engine.replay_builder("again");
         let (a, bv, c, d) = (
@@ -376,7 +357,7 @@ fn a_node_that_fails_without_writes_taints_nothing() {
 
 #[test]
 fn an_empty_replay_completes_and_writes_nothing() {
-    for engine in engines() {
+    for engine in common::every_executor() {
         let replay = engine.replay_builder("empty").build();
         assert!(replay.is_empty());
         engine.push_replay(&replay).unwrap();
