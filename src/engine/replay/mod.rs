@@ -16,7 +16,7 @@ use super::op::{Body, Context, OpDesc, OpResult, Property};
 use super::var::{Var, VarId};
 use super::{Engine, EngineError, OpError};
 use graph::{infer_preds, Edges};
-use run::{Graph, Node, Run};
+use run::{Graph, Node, NodeBody, Run};
 
 static NEXT_BUILDER: AtomicU64 = AtomicU64::new(0);
 
@@ -118,7 +118,7 @@ impl ReplayBuilder {
         let vars: Box<[u32]> = writes.iter().chain(reads.iter()).copied().collect();
         self.nodes.push(Node {
             name: desc.name,
-            body: Box::new(body),
+            body: NodeBody::new_node(body),
             vars,
             nwrites: writes.len(),
         });

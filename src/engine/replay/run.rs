@@ -42,11 +42,13 @@ use crate::sync::{
 };
 
 use super::super::core::panic_message;
-use super::super::op::OpResult;
+use super::super::inline_body::{InlineBody, NodeKind};
 use super::graph::Edges;
 
-/// A node's body: called once per replay.
-pub(crate) type NodeBody = Box<dyn Fn() -> OpResult + Send + Sync>;
+/// A node's body: called once per replay. Stored in the graph's array of
+/// bodies when it is small (`inline_body.rs`): a run reaches it in one
+/// step, where a box cost a second cache miss per node.
+pub(crate) type NodeBody = InlineBody<NodeKind>;
 
 /// One node of a captured graph, as the builder collects it.
 pub(crate) struct Node {
@@ -450,7 +452,7 @@ impl Run {
             true
         } else {
             let body = &self.graph.bodies[i as usize];
-            let why = match catch_unwind(AssertUnwindSafe(body)) {
+            let why = match catch_unwind(AssertUnwindSafe(|| body.call())) {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some(e.message().to_string()),
                 Err(payload) => Some(format!("panicked: {}", panic_message(&*payload))),
@@ -560,7 +562,7 @@ mod loom_models {
                     .filter(|(n, _)| *n == i)
                     .map(|(_, runs)| runs.clone())
                     .collect();
-                let body: NodeBody = Box::new(move || {
+                let body = NodeBody::new_node(move || {
                     let run = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let mut v = 1;
                     for &j in &p {
