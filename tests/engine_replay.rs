@@ -243,6 +243,45 @@ fn independent_nodes_run_at_the_same_time_on_two_workers() {
 }
 
 #[test]
+fn a_fan_released_by_one_node_runs_on_every_worker() {
+    // One node releases four that must all run at once: each waits (up to
+    // a generous bound) for the other three to start. A run that grows by
+    // one helper per release only ever had two of them going.
+    const WIDTH: usize = 4;
+    let engine = Engine::builder().cpu_workers(WIDTH).build().unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let met = Arc::new(AtomicUsize::new(0));
+    let x = engine.new_var();
+    let ys: Vec<_> = (0..WIDTH).map(|_| engine.new_var()).collect();
+    let mut b = engine.replay_builder("fan");
+    b.push(OpDesc::new("root").writes(&x), || Ok(())).unwrap();
+    for y in &ys {
+        let (started, met) = (started.clone(), met.clone());
+        b.push(OpDesc::new("meet").reads(&x).writes(y), move || {
+            started.fetch_add(1, Ordering::SeqCst);
+            let t = Instant::now();
+            while started.load(Ordering::SeqCst) < WIDTH && t.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            if started.load(Ordering::SeqCst) == WIDTH {
+                met.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let replay = b.build();
+    assert_eq!(replay.edges(), WIDTH);
+    engine.push_replay(&replay).unwrap();
+    engine.wait_for_all().unwrap();
+    assert_eq!(
+        met.load(Ordering::SeqCst),
+        WIDTH,
+        "the fan's nodes never all ran together"
+    );
+}
+
+#[test]
 fn a_failed_node_skips_what_uses_its_vars_and_fails_the_replay() {
     for fail_by_panic in [false, true] {
         for engine in common::every_executor() {

@@ -11,7 +11,9 @@
 //! steal the oldest. The thread that runs the replay's op is the first
 //! helper; while fewer helpers than the CPU pool has workers are active,
 //! queueing starts another (an engine op without vars that runs
-//! [`Run::help`]). The roots are claimed from a cursor, a few at a time.
+//! [`Run::help`]), and so does a steal that leaves more queued, so the
+//! helpers a wide release needs start one another. The roots are claimed
+//! from a cursor, a few at a time.
 //!
 //! A helper leaves when it has found nothing for a while ([`LINGER`]): it
 //! gives its deque back to its seat, counts itself out of `active`, then
@@ -371,18 +373,29 @@ impl Run {
 
     /// A node to run: from this helper's deque, the roots not claimed
     /// yet, or another helper's deque.
-    fn take(&self, seat: usize, local: &Worker<u32>) -> Option<u32> {
+    fn take(self: &Arc<Self>, seat: usize, local: &Worker<u32>) -> Option<u32> {
         if let Some(i) = local.pop() {
             return Some(i);
         }
         if let Some(i) = self.claim_roots(local) {
             return Some(i);
         }
-        self.stealers
+        let stolen = self
+            .stealers
             .iter()
             .enumerate()
             .filter(|&(j, _)| j != seat)
-            .find_map(|(_, s)| steal_settled(|| s.steal_batch_and_pop(local)))
+            .find_map(|(_, s)| steal_settled(|| s.steal_batch_and_pop(local)));
+        // A node that releases many starts one helper; each helper that
+        // steals while more is queued starts the next, so a wide release
+        // reaches every worker the pool has, not just two.
+        if stolen.is_some()
+            && self.active.load(Ordering::Relaxed) < self.max_helpers
+            && self.has_queued()
+        {
+            self.add_helper();
+        }
+        stolen
     }
 
     /// Claims a few roots: runs the first, queues the rest in `local`.
@@ -596,6 +609,11 @@ mod loom_models {
     /// One run of `graph` with two helpers at most; returns its outcome
     /// once every helper has left.
     fn run_graph(graph: &Arc<Graph>) -> Result<(), String> {
+        run_graph_with(graph, 2)
+    }
+
+    /// One run of `graph` with `helpers` helpers at most.
+    fn run_graph_with(graph: &Arc<Graph>, helpers: usize) -> Result<(), String> {
         let handles = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let outcome = std::sync::Arc::new(std::sync::Mutex::new(None));
         let h = handles.clone();
@@ -609,7 +627,7 @@ mod loom_models {
             assert!(o.is_none(), "finished twice");
             *o = Some(r);
         });
-        Run::new(graph.clone(), 2, spawn, finish).start();
+        Run::new(graph.clone(), helpers, spawn, finish).start();
         loop {
             let next = handles.lock().unwrap().pop();
             match next {
@@ -660,6 +678,18 @@ mod loom_models {
             let (r, cells) = run(&[(&[], &[0]), (&[], &[1]), (&[0, 1], &[2])], 3, None);
             assert_eq!(r, Ok(()));
             assert_eq!(cells, vec![1, 1, 2]);
+        });
+    }
+
+    #[test]
+    fn a_fan_of_three_behind_one_node_runs_each_once_with_three_helpers() {
+        // 0 writes a; 1, 2 and 3 read it: 0's helper queues two and starts
+        // a second, whose steal may start a third (`Run::take`).
+        model(|| {
+            let ops: &[(&[u32], &[u32])] = &[(&[], &[0]), (&[0], &[1]), (&[0], &[2]), (&[0], &[3])];
+            let (graph, cells) = graph(ops, 4, &[]);
+            assert_eq!(run_graph_with(&graph, 3), Ok(()));
+            assert_eq!(values(&cells), vec![1, 2, 2, 2]);
         });
     }
 
