@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the unit tests of the engine's type-erased storage (inline op bodies)
+# Runs the unit tests of the engine's type-erased storage (inline op and node bodies)
 # under Miri, which checks them for undefined behaviour. Needs a nightly
 # toolchain with the `miri` component (`rustup +nightly component add miri`);
 # not part of CI, whose machine may not be able to fetch it.
