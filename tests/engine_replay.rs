@@ -405,6 +405,37 @@ fn an_empty_replay_completes_and_writes_nothing() {
 }
 
 #[test]
+fn a_wait_inside_a_node_is_refused_not_a_deadlock() {
+    // A node runs inside the replay's op or a helper op of the same
+    // engine: waiting there for all would wait for itself.
+    for engine in common::every_executor() {
+        let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let vars: Vec<_> = (0..4).map(|_| engine.new_var()).collect();
+        let mut b = engine.replay_builder("waits");
+        for v in &vars {
+            let (e, errors) = (engine.clone(), errors.clone());
+            b.push(OpDesc::new("waiter").writes(v), move || {
+                let err = e.wait_for_all().unwrap_err();
+                errors.lock().unwrap().push(err);
+                Ok(())
+            })
+            .unwrap();
+        }
+        let replay = b.build();
+        engine.push_replay(&replay).unwrap();
+        engine.wait_for_all().unwrap();
+        let errors = errors.lock().unwrap();
+        assert_eq!(errors.len(), vars.len(), "{engine:?}");
+        for err in errors.iter() {
+            assert!(
+                matches!(err, EngineError::WaitFromWorker { .. }),
+                "{engine:?}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
 fn misuse_is_an_error_naming_the_op() {
     let engine = Engine::builder().cpu_workers(1).build().unwrap();
     let other = Engine::builder().cpu_workers(1).build().unwrap();
