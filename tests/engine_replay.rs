@@ -436,6 +436,33 @@ fn a_wait_inside_a_node_is_refused_not_a_deadlock() {
 }
 
 #[test]
+fn a_replay_can_be_shared_between_threads_and_pushed_from_each() {
+    // Its node bodies are stored type-erased (inline when small): the
+    // replay must still be Send and Sync, and pushes from several threads
+    // run it once each.
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<depengine::Replay>();
+    let engine = Engine::builder().cpu_workers(2).build().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut b = engine.replay_builder("shared");
+    let x = b.private_var();
+    b.push_with(
+        OpDesc::new("add"),
+        PrivateAccess::new().writes(&[x]),
+        adds(&ran, 1, None),
+    )
+    .unwrap();
+    let replay = b.build();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| engine.push_replay(&replay).unwrap());
+        }
+    });
+    engine.wait_for_all().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 4);
+}
+
+#[test]
 fn misuse_is_an_error_naming_the_op() {
     let engine = Engine::builder().cpu_workers(1).build().unwrap();
     let other = Engine::builder().cpu_workers(1).build().unwrap();
