@@ -29,6 +29,41 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # The same graph, pushed many times
+//!
+//! A training step or a stencil sweep pushes the same ops every time.
+//! Capture them once as a [`Replay`]: its edges are inferred when it is
+//! built, and [`Engine::push_replay`] pushes the whole graph as one op,
+//! ordered with other ops by the vars its nodes use.
+//!
+//! ```
+//! use depengine::{Engine, OpDesc};
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use std::sync::Arc;
+//!
+//! let engine = Engine::builder().build()?;
+//! let (a, b) = (engine.new_var(), engine.new_var());
+//! let (x, y) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+//! let mut step = engine.replay_builder("step");
+//! let xs = x.clone();
+//! step.push(OpDesc::new("a += 1").writes(&a), move || {
+//!     xs.fetch_add(1, Ordering::SeqCst);
+//!     Ok(())
+//! })?;
+//! let (xs, ys) = (x.clone(), y.clone());
+//! step.push(OpDesc::new("b = a").reads(&a).writes(&b), move || {
+//!     ys.store(xs.load(Ordering::SeqCst), Ordering::SeqCst);
+//!     Ok(())
+//! })?;
+//! let step = step.build();
+//! for _ in 0..3 {
+//!     engine.push_replay(&step)?;
+//! }
+//! engine.wait_for_var(&b)?;
+//! assert_eq!(y.load(Ordering::SeqCst), 3);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The contract every executor keeps is in the repository's design notes
 //! (rules 1–8): per-var push order is effect order, failures propagate to
 //! what depends on them and are reported by waits, misuse is an `Err`.
