@@ -2,7 +2,9 @@
  * oneTBB flow graph on the benchmark traces, given the graph that depengine
  * infers (explicit edges): one continue_node per op, an edge from each op
  * it must follow (the last writer of each var it reads; for each var it
- * writes, the readers since the last write, or else the last writer). The
+ * writes, the readers since the last write, or else the last writer), less
+ * the edges that another of the op's predecessors already follows
+ * directly (as `prune_implied` in src/engine/replay/graph.rs). The
  * nodes and edges are built before the timed region; timing starts at the
  * first try_put to the ops that follow nothing (in trace order) and ends
  * when graph::wait_for_all returns. This shows the cost of running a graph
@@ -17,6 +19,7 @@
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -51,6 +54,35 @@ static void infer_edges() {
       readers[w[k]].clear();
       last_writer[w[k]] = i;
     }
+  }
+}
+
+/* Drops from each op's predecessors each one that another of them lists
+ * among its own (the same rule and budget as depengine's prune_implied:
+ * the last op first, so the lists read are still whole). */
+static void prune_implied() {
+  const size_t budget = 4096;
+  std::vector<uint64_t> state(preds.size(), 0);
+  for (size_t n = preds.size(); n-- > 0;) {
+    std::vector<uint32_t> &p = preds[n];
+    if (p.size() < 2) continue;
+    const uint64_t direct = 2 * ((uint64_t)n + 1);
+    for (uint32_t x : p) state[x] = direct;
+    size_t read = 0;
+    bool any = false;
+    for (uint32_t y : p) {
+      read += preds[y].size();
+      if (read > budget) break;
+      for (uint32_t x : preds[y]) {
+        bool hit = state[x] == direct;
+        state[x] |= (uint64_t)hit;
+        any |= hit;
+      }
+    }
+    if (any)
+      p.erase(std::remove_if(p.begin(), p.end(),
+                             [&](uint32_t x) { return state[x] != direct; }),
+              p.end());
   }
 }
 
@@ -107,6 +139,7 @@ int main(int argc, char **argv) {
   if (argc > 5 && strcmp(argv[1], "roundtrip") != 0) {
     load_trace(argv[5]);
     infer_edges();
+    prune_implied();
   }
   return driver_main(argc, argv, "tbb-flow", run, roundtrip);
 }

@@ -123,8 +123,10 @@ impl Trace {
     /// The graph our engine infers from the trace, as explicit edges: for
     /// each op, the earlier ops it must follow (the last writer of each var
     /// it reads; for each var it writes, the readers since the last write,
-    /// or the last writer when there were none). Used by the drivers of the
-    /// peers that take a graph rather than infer one (rayon, oneTBB).
+    /// or the last writer when there were none), less those another of
+    /// them follows directly, as a [`Replay`](crate::Replay) keeps them.
+    /// Used by the drivers of the peers that take a graph rather than infer
+    /// one (rayon here; oneTBB's driver applies the same rules itself).
     pub fn inferred_edges(&self) -> Vec<Vec<u32>> {
         crate::engine::replay::graph::infer_preds(
             self.vars,
