@@ -203,7 +203,7 @@ impl ReplayBuilder {
     /// pruning reads, for each node, the predecessor lists of its
     /// predecessors (at most 4,096 entries a node): about 0.6 s for a
     /// million nodes that each follow twenty (the `randsum` workload),
-    /// once, against about 38 ms saved on every run of it at one worker.
+    /// once, against about 28 ms saved on every run of it at one worker.
     pub fn build(self) -> Replay {
         let vars = self.vars.len();
         let preds = infer_preds(
