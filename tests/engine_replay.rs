@@ -28,6 +28,29 @@ fn adds(
     }
 }
 
+/// A node body that counts itself in `started`, then waits (up to a
+/// generous bound) until `k` nodes have started, and counts itself in
+/// `met` when they all did: run one at a time, the first waits out the
+/// bound alone.
+fn meets(
+    started: &Arc<AtomicUsize>,
+    met: &Arc<AtomicUsize>,
+    k: usize,
+) -> impl Fn() -> Result<(), OpError> + Send + Sync + 'static {
+    let (started, met) = (started.clone(), met.clone());
+    move || {
+        started.fetch_add(1, Ordering::SeqCst);
+        let t = Instant::now();
+        while started.load(Ordering::SeqCst) < k && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        if started.load(Ordering::SeqCst) >= k {
+            met.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -217,19 +240,8 @@ fn independent_nodes_run_at_the_same_time_on_two_workers() {
     let (x, y) = (engine.new_var(), engine.new_var());
     let mut b = engine.replay_builder("pair");
     for v in [&x, &y] {
-        let (started, met) = (started.clone(), met.clone());
-        b.push(OpDesc::new("meet").writes(v), move || {
-            started.fetch_add(1, Ordering::SeqCst);
-            let t = Instant::now();
-            while started.load(Ordering::SeqCst) % 2 != 0 && t.elapsed() < Duration::from_secs(20) {
-                std::hint::spin_loop();
-            }
-            if started.load(Ordering::SeqCst) % 2 == 0 {
-                met.fetch_add(1, Ordering::SeqCst);
-            }
-            Ok(())
-        })
-        .unwrap();
+        b.push(OpDesc::new("meet").writes(v), meets(&started, &met, 2))
+            .unwrap();
     }
     let replay = b.build();
     assert_eq!(replay.edges(), 0);
@@ -256,18 +268,10 @@ fn a_fan_released_by_one_node_runs_on_every_worker() {
     let mut b = engine.replay_builder("fan");
     b.push(OpDesc::new("root").writes(&x), || Ok(())).unwrap();
     for y in &ys {
-        let (started, met) = (started.clone(), met.clone());
-        b.push(OpDesc::new("meet").reads(&x).writes(y), move || {
-            started.fetch_add(1, Ordering::SeqCst);
-            let t = Instant::now();
-            while started.load(Ordering::SeqCst) < WIDTH && t.elapsed() < Duration::from_secs(20) {
-                std::thread::sleep(Duration::from_micros(100));
-            }
-            if started.load(Ordering::SeqCst) == WIDTH {
-                met.fetch_add(1, Ordering::SeqCst);
-            }
-            Ok(())
-        })
+        b.push(
+            OpDesc::new("meet").reads(&x).writes(y),
+            meets(&started, &met, WIDTH),
+        )
         .unwrap();
     }
     let replay = b.build();

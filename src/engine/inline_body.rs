@@ -195,6 +195,18 @@ where
     f(ctx, done)
 }
 
+/// # Safety
+///
+/// `p` holds a live `F` for the whole call; it stays in place.
+unsafe fn call_node<F>(p: *const u8) -> OpResult
+where
+    F: Fn() -> OpResult,
+{
+    // SAFETY: per the contract above, a shared borrow of a live `F`.
+    let f = unsafe { &*p.cast::<F>() };
+    f()
+}
+
 impl<K: Kind> InlineBody<K> {
     /// Stores `f` inline with `vtable`, or gives it back when it does not
     /// fit.
@@ -254,18 +266,6 @@ impl InlineBody<AsyncKind> {
         // SAFETY: as in the sync `call`.
         unsafe { call(me.data.as_mut_ptr().cast(), ctx, done) }
     }
-}
-
-/// # Safety
-///
-/// `p` holds a live `F` for the whole call; it stays in place.
-unsafe fn call_node<F>(p: *const u8) -> OpResult
-where
-    F: Fn() -> OpResult,
-{
-    // SAFETY: per the contract above, a shared borrow of a live `F`.
-    let f = unsafe { &*p.cast::<F>() };
-    f()
 }
 
 impl InlineBody<NodeKind> {

@@ -86,7 +86,7 @@ const PRUNE_BUDGET: usize = 4096;
 /// earlier node is a path of kept edges, so `x` still reaches `n`: the
 /// same nodes wait for the same nodes, and through the chain of
 /// countdowns each still happens after all it followed.
-pub(crate) fn prune_implied(preds: &mut [Vec<u32>]) {
+fn prune_implied(preds: &mut [Vec<u32>]) {
     // `state[x] == 2n`: x is a predecessor of node n; `2n + 1`: and
     // another predecessor of n lists it (n counted from 1, so that the
     // zeros it starts with name nobody).

@@ -388,7 +388,9 @@ impl Run {
             .find_map(|(_, s)| steal_settled(|| s.steal_batch_and_pop(local)));
         // A node that releases many starts one helper; each helper that
         // steals while more is queued starts the next, so a wide release
-        // reaches every worker the pool has, not just two.
+        // reaches every worker the pool has, not just two. The relaxed
+        // look first spares a full pool (every steal at 2 workers) the
+        // scan of every deque; `add_helper` checks again.
         if stolen.is_some()
             && self.active.load(Ordering::Relaxed) < self.max_helpers
             && self.has_queued()
