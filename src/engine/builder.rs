@@ -186,7 +186,7 @@ impl EngineBuilder {
     /// the pushing thread a worker all along, not only once it waits. On
     /// the `random` workload of `depengine bench` with 10 µs bodies, one
     /// worker and the pushing thread went from 83% to 93% of their time in
-    /// the bodies (BENCHMARKS.md, "Helping while pushing").
+    /// the bodies (BENCHMARKS-HISTORY.md, "Helping while pushing").
     ///
     /// Ops that become ready a few at a time (a wavefront, one writer
     /// releasing its readers) never build such a backlog, but a pusher far
@@ -198,7 +198,7 @@ impl EngineBuilder {
     /// wait for something the pushing thread does after its pushes (an
     /// async op it completes) cannot hang it. With one worker and 1 µs
     /// bodies this took a 1000 × 1000 wavefront from 851 to 707 ns per op
-    /// and `fan` from 849 to 723 (BENCHMARKS.md, "The pushing thread kept
+    /// and `fan` from 849 to 723 (BENCHMARKS-HISTORY.md, "The pushing thread kept
     /// near the running ops").
     ///
     /// The same ops are taken as by a waiting helper (ordinary CPU ops,
@@ -250,7 +250,7 @@ impl EngineBuilder {
     /// the blocks spares the next burst of that size both: on the 2-core
     /// sandbox, a 1000 × 1000 `wavefront` with 1 µs bodies and 2 workers
     /// took 842 ns per op against 973 with a limit of 65,536, the earlier
-    /// default (BENCHMARKS.md, "Op blocks kept for reuse").
+    /// default (BENCHMARKS-HISTORY.md, "Op blocks kept for reuse").
     ///
     /// The engine never keeps more blocks than it once had pending at the
     /// same time, so the default costs memory only after such a burst:

@@ -940,7 +940,8 @@ const HELP_PUSH_BACKLOG: usize = 64;
 /// worker beyond which a push helps even with a short backlog. 256 and
 /// 1024 measured alike, 4096 and 16,384 slower, on a 1000 × 1000
 /// wavefront and `fan` with 1 µs bodies, one worker and the pushing
-/// thread (BENCHMARKS.md, "The pushing thread kept near the running ops").
+/// thread (BENCHMARKS-HISTORY.md, "The pushing thread kept near the
+/// running ops").
 const HELP_PUSH_WINDOW_PER_WORKER: usize = 1024;
 
 /// Pushes between two checks of that window (a multiple of

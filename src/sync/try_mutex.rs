@@ -8,8 +8,8 @@
 //!   plain release store. parking_lot's unlock is a compare-and-swap (it
 //!   must see whether a waiter parked), so every lock and unlock cost two
 //!   locked instructions; with one, one-thread pushes of ops of several
-//!   vars got 3-9% faster (`BENCHMARKS.md`, "The var lock without a locked
-//!   unlock").
+//!   vars got 3-9% faster (`BENCHMARKS-HISTORY.md`, "The var lock without
+//!   a locked unlock").
 //! * **Under loom**, the same flag (its `try_lock` and `unlock`), with a
 //!   loom condition variable to wait on. loom's own mutex (0.7) treats a thread
 //!   whose next step is a `try_lock` like one waiting in `lock`: once
@@ -166,8 +166,9 @@ mod spin {
         /// `fan` and `randsum` at 2 workers faster and `chain` and
         /// `wavefront` slower, 8-10%, where three threads share two cores;
         /// this schedule was ahead of parking_lot's mutex on all four
-        /// (`BENCHMARKS.md`). Past the yields the waiter naps, so as not to
-        /// burn its core in `yield` calls while the holder waits for one.
+        /// (`BENCHMARKS-HISTORY.md`). Past the yields the waiter naps, so
+        /// as not to burn its core in `yield` calls while the holder waits
+        /// for one.
         #[cold]
         fn lock_contended(&self) {
             let mut looks = 0u32;
