@@ -11,11 +11,17 @@
 //!
 //! usage: depengine-rayon-peer --workload W [--ops N] [--n N] [--body-us B]
 //! [--workers N] [--runs N] [--vars N]; prints the line of `depengine bench`.
+//!
+//! `PEER_CHECK=1` checks the order the graph kept, as the C drivers do
+//! (`peers/common.h`): when op i starts, each var it uses has seen exactly
+//! the writes pushed before i, and each var it writes also every read
+//! pushed before i. The line then ends with `order_violations=N`, and the
+//! driver exits with status 1 when N > 0.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-use depengine::bench::{busy, quantile, Spec, Summary, Trace, Workload};
+use depengine::bench::{busy, quantile, Spec, Summary, Trace, TraceOp, Workload};
 
 struct Graph {
     succ_start: Vec<u32>,
@@ -56,6 +62,85 @@ impl Graph {
     }
 }
 
+/// `PEER_CHECK=1`: what each var slot of each op must have seen when the
+/// op starts, and what each var has seen so far.
+struct Check {
+    /// Per var slot of each op (indexed as `Trace::var_ids`): the writes,
+    /// and the reads, of that var pushed before the op.
+    expect_writes: Vec<u32>,
+    expect_reads: Vec<u32>,
+    /// Per var: the writes and reads completed so far in this run.
+    done_writes: Vec<AtomicU32>,
+    done_reads: Vec<AtomicU32>,
+    violations: AtomicU64,
+}
+
+impl Check {
+    fn of(trace: &Trace) -> Check {
+        let mut writes = vec![0u32; trace.vars];
+        let mut reads = vec![0u32; trace.vars];
+        let mut expect_writes = vec![0u32; trace.var_ids.len()];
+        let mut expect_reads = vec![0u32; trace.var_ids.len()];
+        for op in &trace.ops {
+            let start = op.reads_start as usize;
+            let slots = start..start + op.n_reads as usize + op.n_writes as usize;
+            for o in slots.clone() {
+                let v = trace.var_ids[o] as usize;
+                expect_writes[o] = writes[v];
+                expect_reads[o] = reads[v];
+            }
+            for o in slots {
+                let v = trace.var_ids[o] as usize;
+                if o < start + op.n_reads as usize {
+                    reads[v] += 1;
+                } else {
+                    writes[v] += 1;
+                }
+            }
+        }
+        Check {
+            expect_writes,
+            expect_reads,
+            done_writes: (0..trace.vars).map(|_| AtomicU32::new(0)).collect(),
+            done_reads: (0..trace.vars).map(|_| AtomicU32::new(0)).collect(),
+            violations: AtomicU64::new(0),
+        }
+    }
+
+    fn reset(&self) {
+        for c in self.done_writes.iter().chain(&self.done_reads) {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn start(&self, trace: &Trace, op: &TraceOp) {
+        let start = op.reads_start as usize;
+        for o in start..start + op.n_reads as usize + op.n_writes as usize {
+            let v = trace.var_ids[o] as usize;
+            let mut ok = self.done_writes[v].load(Ordering::Acquire) == self.expect_writes[o];
+            if o >= start + op.n_reads as usize {
+                ok &= self.done_reads[v].load(Ordering::Acquire) == self.expect_reads[o];
+            }
+            if !ok {
+                self.violations.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn end(&self, trace: &Trace, op: &TraceOp) {
+        let start = op.reads_start as usize;
+        for o in start..start + op.n_reads as usize + op.n_writes as usize {
+            let v = trace.var_ids[o] as usize;
+            let done = if o < start + op.n_reads as usize {
+                &self.done_reads[v]
+            } else {
+                &self.done_writes[v]
+            };
+            done.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
 struct Run<'a> {
     trace: &'a Trace,
     graph: &'a Graph,
@@ -63,6 +148,7 @@ struct Run<'a> {
     hi_slot: &'a [u32],
     starts: Vec<AtomicU64>,
     t0: Instant,
+    check: Option<&'a Check>,
 }
 
 fn exec<'s>(s: &rayon::Scope<'s>, mut i: u32, run: &'s Run<'s>) {
@@ -72,7 +158,13 @@ fn exec<'s>(s: &rayon::Scope<'s>, mut i: u32, run: &'s Run<'s>) {
         if slot != u32::MAX {
             run.starts[slot as usize].store(run.t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
+        if let Some(c) = run.check {
+            c.start(run.trace, op);
+        }
         busy(op.body_ns);
+        if let Some(c) = run.check {
+            c.end(run.trace, op);
+        }
         let g = run.graph;
         let mut next = u32::MAX;
         for &j in &g.succ[g.succ_start[i as usize] as usize..g.succ_start[i as usize + 1] as usize]
@@ -131,6 +223,7 @@ fn main() {
     };
     let trace = spec.trace();
     let graph = Graph::of(&trace);
+    let check = (std::env::var("PEER_CHECK").as_deref() == Ok("1")).then(|| Check::of(&trace));
     let mut hi_slot = vec![u32::MAX; trace.ops.len()];
     let mut high = 0u32;
     for (i, op) in trace.ops.iter().enumerate() {
@@ -153,7 +246,11 @@ fn main() {
             hi_slot: &hi_slot,
             starts: (0..high).map(|_| AtomicU64::new(0)).collect(),
             t0: Instant::now(),
+            check: check.as_ref(),
         };
+        if let Some(c) = &check {
+            c.reset();
+        }
         let run = &run;
         let t0 = Instant::now();
         pool.scope(|s| {
@@ -196,6 +293,15 @@ fn main() {
             Summary::of(&p99).median,
             Summary::of(&mk).median
         );
+    }
+    if let Some(c) = &check {
+        let violations = c.violations.load(Ordering::Relaxed);
+        line += &format!(" order_violations={violations}");
+        println!("{line}");
+        if violations > 0 {
+            std::process::exit(1);
+        }
+        return;
     }
     println!("{line}");
 }
