@@ -987,10 +987,14 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
     for v in writes.iter() {
         vars.push(VarSlot::new(&v.inner));
     }
-    let large = reads.len() + writes.len() > PAIRWISE_DEDUP_MAX;
+    let n = reads.len() + writes.len();
+    let large = n > PAIRWISE_DEDUP_MAX;
+    let filtered = n > DEDUP_FILTER_MIN;
     if large {
         vars.sort_unstable_by_key(key);
         vars.dedup_by_key(|v| key(v));
+    } else if filtered {
+        dedup_filtered(vars, 0, addr);
     } else {
         dedup_small(vars, 0, addr);
     }
@@ -1012,20 +1016,60 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
                 i += 1;
             }
         }
+    } else if filtered {
+        dedup_filtered(vars, nwrites, addr);
     } else {
         dedup_small(vars, nwrites, addr);
     }
     block.nwrites = u32::try_from(nwrites).expect("an op writes fewer than 2^32 vars");
 }
 
+/// Up to this many vars an op's list is deduplicated by [`dedup_small`],
+/// which compares every pair: the few comparisons cost less than hashing
+/// each var for the filter of [`dedup_filtered`].
+const DEDUP_FILTER_MIN: usize = 8;
+
 /// Removes later duplicates from `v[start..]` of anything already in `v[..i]`
 /// (so reads that are also written go too).
-fn dedup_small(v: &mut VarVec, start: usize, key: impl Fn(&VarSlot) -> usize) {
+fn dedup_small<A: smallvec::Array>(
+    v: &mut smallvec::SmallVec<A>,
+    start: usize,
+    key: impl Fn(&A::Item) -> usize,
+) {
     let mut i = start.max(1);
     while i < v.len() {
         if v[..i].iter().any(|x| key(x) == key(&v[i])) {
             v.remove(i);
         } else {
+            i += 1;
+        }
+    }
+}
+
+/// [`dedup_small`] for lists of more than [`DEDUP_FILTER_MIN`] vars: a 64-bit
+/// filter of the keys seen so far (one bit per key, from a multiplicative
+/// hash) answers "not seen" for most vars without a scan; only a var
+/// whose bit is already set is compared with those before it. Scanning
+/// for every var (a `randsum` op lists up to 20) took a quarter of a
+/// one-thread push there.
+#[inline(never)]
+fn dedup_filtered<A: smallvec::Array>(
+    v: &mut smallvec::SmallVec<A>,
+    start: usize,
+    key: impl Fn(&A::Item) -> usize,
+) {
+    let bit = |k: usize| 1u64 << ((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58);
+    let mut i = start.max(1);
+    let mut seen = v[..i.min(v.len())]
+        .iter()
+        .fold(0u64, |s, x| s | bit(key(x)));
+    while i < v.len() {
+        let k = key(&v[i]);
+        let b = bit(k);
+        if seen & b != 0 && v[..i].iter().any(|x| key(x) == k) {
+            v.remove(i);
+        } else {
+            seen |= b;
             i += 1;
         }
     }
@@ -1039,6 +1083,70 @@ fn dedup_from(v: &mut VarVec, start: usize, same: impl Fn(&VarSlot, &VarSlot) ->
             v.remove(i);
         } else {
             i += 1;
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod dedup_tests {
+    use smallvec::SmallVec;
+
+    use super::{dedup_filtered, dedup_small, DEDUP_FILTER_MIN};
+    use crate::bench::SplitMix64;
+
+    /// What `dedup_small` and `dedup_filtered` must leave: `v[..start]` deduplicated among
+    /// itself (when `start` is 0, the whole list is), then each later entry
+    /// not seen before, in order.
+    fn reference(v: &[usize], start: usize) -> Vec<usize> {
+        let mut out: Vec<usize> = Vec::new();
+        for (i, &x) in v.iter().enumerate() {
+            if i < start.max(1) || !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        out
+    }
+
+    /// Lists shorter and longer than the filter's bound, with few distinct
+    /// keys (many duplicates) and with many (the 64-bit filter's bits
+    /// collide without duplicates), with keys spaced like var addresses.
+    #[test]
+    fn both_dedups_match_a_plain_scan() {
+        let mut rng = SplitMix64::new(7);
+        for round in 0..4000 {
+            let len = rng.range(1, 3 * DEDUP_FILTER_MIN as u32 + 40) as usize;
+            let distinct = rng.range(1, 2 * len as u32 + 2);
+            let v: Vec<usize> = (0..len)
+                .map(|_| 0x7f00_0000 + 192 * rng.range(0, distinct) as usize)
+                .collect();
+            // Writes are deduplicated from 0, reads from the end of the
+            // (deduplicated) writes.
+            let start = if round % 2 == 0 {
+                0
+            } else {
+                rng.range(0, len as u32) as usize
+            };
+            let mut head: Vec<usize> = v[..start].to_vec();
+            if start > 0 {
+                head = reference(&head, 0);
+            }
+            let input: Vec<usize> = head.iter().chain(&v[start..]).copied().collect();
+            let start = head.len();
+            let want = reference(&input, start);
+            let mut small: SmallVec<[usize; 4]> = input.iter().copied().collect();
+            dedup_small(&mut small, start, |&k| k);
+            assert_eq!(
+                small.as_slice(),
+                want.as_slice(),
+                "dedup_small, round {round}, start {start}, input {input:?}"
+            );
+            let mut filtered: SmallVec<[usize; 4]> = input.iter().copied().collect();
+            dedup_filtered(&mut filtered, start, |&k| k);
+            assert_eq!(
+                filtered.as_slice(),
+                want.as_slice(),
+                "dedup_filtered, round {round}, start {start}, input {input:?}"
+            );
         }
     }
 }
