@@ -1046,10 +1046,12 @@ fn dedup_small<A: smallvec::Array>(
     }
 }
 
-/// [`dedup_small`] for lists of more than [`DEDUP_FILTER_MIN`] vars: a 64-bit
-/// filter of the keys seen so far (one bit per key, from a multiplicative
-/// hash) answers "not seen" for most vars without a scan; only a var
-/// whose bit is already set is compared with those before it. Scanning
+/// [`dedup_small`] for lists of more than [`DEDUP_FILTER_MIN`] vars: a
+/// 256-bit filter of the keys seen so far (one bit per key, from a
+/// multiplicative hash) answers "not seen" for most vars without a scan;
+/// only a var whose bit is already set is compared with those before it
+/// (with 20 vars, one false hit an op on average; a 64-bit filter had
+/// about three, each a mispredicted branch and a scan). Scanning
 /// for every var (a `randsum` op lists up to 20) took a quarter of a
 /// one-thread push there.
 #[inline(never)]
@@ -1058,18 +1060,24 @@ fn dedup_filtered<A: smallvec::Array>(
     start: usize,
     key: impl Fn(&A::Item) -> usize,
 ) {
-    let bit = |k: usize| 1u64 << ((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58);
+    // The filter's 256 bits: the top 8 bits of the key's hash pick one.
+    let slot = |k: usize| {
+        let h = ((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize;
+        (h >> 6, 1u64 << (h & 63))
+    };
+    let mut seen = [0u64; 4];
     let mut i = start.max(1);
-    let mut seen = v[..i.min(v.len())]
-        .iter()
-        .fold(0u64, |s, x| s | bit(key(x)));
+    for x in &v[..i.min(v.len())] {
+        let (w, b) = slot(key(x));
+        seen[w] |= b;
+    }
     while i < v.len() {
         let k = key(&v[i]);
-        let b = bit(k);
-        if seen & b != 0 && v[..i].iter().any(|x| key(x) == k) {
+        let (w, b) = slot(k);
+        if seen[w] & b != 0 && v[..i].iter().any(|x| key(x) == k) {
             v.remove(i);
         } else {
-            seen |= b;
+            seen[w] |= b;
             i += 1;
         }
     }
