@@ -1141,20 +1141,20 @@ mod dedup_tests {
             let input: Vec<usize> = head.iter().chain(&v[start..]).copied().collect();
             let start = head.len();
             let want = reference(&input, start);
-            let mut small: SmallVec<[usize; 4]> = input.iter().copied().collect();
-            dedup_small(&mut small, start, |&k| k);
-            assert_eq!(
-                small.as_slice(),
-                want.as_slice(),
-                "dedup_small, round {round}, start {start}, input {input:?}"
-            );
-            let mut filtered: SmallVec<[usize; 4]> = input.iter().copied().collect();
-            dedup_filtered(&mut filtered, start, |&k| k);
-            assert_eq!(
-                filtered.as_slice(),
-                want.as_slice(),
-                "dedup_filtered, round {round}, start {start}, input {input:?}"
-            );
+            type Dedup = fn(&mut SmallVec<[usize; 4]>, usize);
+            let dedups: [(&str, Dedup); 2] = [
+                ("dedup_small", |v, s| dedup_small(v, s, |&k| k)),
+                ("dedup_filtered", |v, s| dedup_filtered(v, s, |&k| k)),
+            ];
+            for (name, dedup) in dedups {
+                let mut got: SmallVec<[usize; 4]> = input.iter().copied().collect();
+                dedup(&mut got, start);
+                assert_eq!(
+                    got.as_slice(),
+                    want.as_slice(),
+                    "{name}, round {round}, start {start}, input {input:?}"
+                );
+            }
         }
     }
 }
