@@ -198,8 +198,8 @@ impl EngineBuilder {
     /// wait for something the pushing thread does after its pushes (an
     /// async op it completes) cannot hang it. With one worker and 1 µs
     /// bodies this took a 1000 × 1000 wavefront from 851 to 707 ns per op
-    /// and `fan` from 849 to 723 (BENCHMARKS-HISTORY.md, "The pushing thread kept
-    /// near the running ops").
+    /// and `fan` from 849 to 723 (BENCHMARKS-HISTORY.md, "The pushing
+    /// thread kept near the running ops").
     ///
     /// The same ops are taken as by a waiting helper (ordinary CPU ops,
     /// none while a prioritized op is queued), with the same rules for the

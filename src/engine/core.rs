@@ -977,9 +977,10 @@ const PAIRWISE_DEDUP_MAX: usize = 32;
 /// locks when trying them in the op's order fails.
 fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super::op::VarList<'_>) {
     // A many-var op is sorted by id (a load from each var's line per
-    // comparison); fewer vars are only compared pairwise, by address, which
-    // needs no load. Pairwise up to 32 (at most 496 comparisons): with 16,
-    // MXNet's `randsum` (up to 20 vars) spent a tenth of a one-thread push
+    // comparison); fewer vars are only compared by address, which needs no
+    // load: pairwise up to 8, through a filter from 9 to 32 (see
+    // `dedup_filtered`). Without sorting up to 32: with 16, MXNet's
+    // `randsum` (up to 20 vars) spent a tenth of a one-thread push
     // sorting, and a bound of 32 made it 380 -> 342 ns per op.
     let key = |v: &VarSlot| v.id.id;
     let addr = |v: &VarSlot| v.var.addr();
@@ -1051,8 +1052,8 @@ fn dedup_small<A: smallvec::Array>(
 /// multiplicative hash) answers "not seen" for most vars without a scan;
 /// only a var whose bit is already set is compared with those before it
 /// (with 20 vars, one false hit an op on average; a 64-bit filter had
-/// about three, each a mispredicted branch and a scan). Scanning
-/// for every var (a `randsum` op lists up to 20) took a quarter of a
+/// about three, each a mispredicted branch and a scan). Scanning for
+/// every var (a `randsum` op lists up to 20) took a quarter of a
 /// one-thread push there.
 #[inline(never)]
 fn dedup_filtered<A: smallvec::Array>(
@@ -1102,9 +1103,9 @@ mod dedup_tests {
     use super::{dedup_filtered, dedup_small, DEDUP_FILTER_MIN};
     use crate::bench::SplitMix64;
 
-    /// What `dedup_small` and `dedup_filtered` must leave: `v[..start]` deduplicated among
-    /// itself (when `start` is 0, the whole list is), then each later entry
-    /// not seen before, in order.
+    /// What `dedup_small` and `dedup_filtered` must leave: `v[..start]`
+    /// deduplicated among itself (when `start` is 0, the whole list is),
+    /// then each later entry not seen before, in order.
     fn reference(v: &[usize], start: usize) -> Vec<usize> {
         let mut out: Vec<usize> = Vec::new();
         for (i, &x) in v.iter().enumerate() {
@@ -1116,8 +1117,8 @@ mod dedup_tests {
     }
 
     /// Lists shorter and longer than the filter's bound, with few distinct
-    /// keys (many duplicates) and with many (the 64-bit filter's bits
-    /// collide without duplicates), with keys spaced like var addresses.
+    /// keys (many duplicates) and with many (the filter's bits collide
+    /// without duplicates), with keys spaced like var addresses.
     #[test]
     fn both_dedups_match_a_plain_scan() {
         let mut rng = SplitMix64::new(7);

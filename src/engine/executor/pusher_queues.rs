@@ -11,8 +11,9 @@
 //! workers' cores. The owner's end of a crossbeam `Worker` deque pushes
 //! with plain stores: the lines still move, but the pusher no longer
 //! stalls on them. At 2 workers that made `indep`, `indep-novars` and
-//! `wavefront` 15–39% faster in an interleaved A/B (`BENCHMARKS-HISTORY.md`,
-//! "Ready ops in the pushing thread's own queue").
+//! `wavefront` 15–39% faster in an interleaved A/B
+//! (`BENCHMARKS-HISTORY.md`, "Ready ops in the pushing thread's own
+//! queue").
 //!
 //! Only pools of at most two workers hand these queues out (the caller
 //! decides, `PusherQueues::new`). With more workers the queue's one line

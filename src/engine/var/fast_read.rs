@@ -16,7 +16,8 @@
 //! counted in a locked `readers` field, so each of their completions
 //! locked the var, and a writer followed by many readers (`rwmix`, `fan`,
 //! MXNet's `randsum`) had the completing workers queue on its lock
-//! (`BENCHMARKS-HISTORY.md`, "Every read counted through the fast-read counter").
+//! (`BENCHMARKS-HISTORY.md`, "Every read counted through the fast-read
+//! counter").
 //!
 //! # Protocol
 //!
