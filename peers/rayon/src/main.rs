@@ -75,6 +75,14 @@ struct Check {
     violations: AtomicU64,
 }
 
+/// An op's var slots in `Trace::var_ids` (its reads, then its writes),
+/// each with whether it is a write.
+fn slots(op: &TraceOp) -> impl Iterator<Item = (usize, bool)> {
+    let start = op.reads_start as usize;
+    let first_write = start + op.n_reads as usize;
+    (start..first_write + op.n_writes as usize).map(move |o| (o, o >= first_write))
+}
+
 impl Check {
     fn of(trace: &Trace) -> Check {
         let mut writes = vec![0u32; trace.vars];
@@ -82,19 +90,18 @@ impl Check {
         let mut expect_writes = vec![0u32; trace.var_ids.len()];
         let mut expect_reads = vec![0u32; trace.var_ids.len()];
         for op in &trace.ops {
-            let start = op.reads_start as usize;
-            let slots = start..start + op.n_reads as usize + op.n_writes as usize;
-            for o in slots.clone() {
+            // Every slot's expectation before the op's own accesses count.
+            for (o, _) in slots(op) {
                 let v = trace.var_ids[o] as usize;
                 expect_writes[o] = writes[v];
                 expect_reads[o] = reads[v];
             }
-            for o in slots {
+            for (o, is_write) in slots(op) {
                 let v = trace.var_ids[o] as usize;
-                if o < start + op.n_reads as usize {
-                    reads[v] += 1;
-                } else {
+                if is_write {
                     writes[v] += 1;
+                } else {
+                    reads[v] += 1;
                 }
             }
         }
@@ -114,11 +121,10 @@ impl Check {
     }
 
     fn start(&self, trace: &Trace, op: &TraceOp) {
-        let start = op.reads_start as usize;
-        for o in start..start + op.n_reads as usize + op.n_writes as usize {
+        for (o, is_write) in slots(op) {
             let v = trace.var_ids[o] as usize;
             let mut ok = self.done_writes[v].load(Ordering::Acquire) == self.expect_writes[o];
-            if o >= start + op.n_reads as usize {
+            if is_write {
                 ok &= self.done_reads[v].load(Ordering::Acquire) == self.expect_reads[o];
             }
             if !ok {
@@ -128,13 +134,12 @@ impl Check {
     }
 
     fn end(&self, trace: &Trace, op: &TraceOp) {
-        let start = op.reads_start as usize;
-        for o in start..start + op.n_reads as usize + op.n_writes as usize {
+        for (o, is_write) in slots(op) {
             let v = trace.var_ids[o] as usize;
-            let done = if o < start + op.n_reads as usize {
-                &self.done_reads[v]
-            } else {
+            let done = if is_write {
                 &self.done_writes[v]
+            } else {
+                &self.done_reads[v]
             };
             done.fetch_add(1, Ordering::Release);
         }
