@@ -178,7 +178,7 @@ impl Core {
             engine: self.id,
             id: self.next_var.fetch_add(1, Ordering::Relaxed),
         };
-        let inner = Arc::new(VarInner::new(id, name));
+        let inner = VarInner::new(id, name);
         let mut vars = self.vars.lock();
         // Forget dropped vars now and then, so the registry stays as large as
         // the set of live vars (amortised O(1) per new var).

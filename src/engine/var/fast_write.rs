@@ -40,7 +40,8 @@
 //! * **take** (a one-var op's append, no lock): a write CASes `IDLE` to its
 //!   own word (a fast write); a read CASes it to `OPEN | 1` (an epoch).
 //!   An idle var holds its self-reference and is not deleted (the token is
-//!   only left where a fast write was, and neither an orphaned nor a
+//!   only left where a fast write was or by the var's creation, which
+//!   gives it its self-reference too, and neither an orphaned nor a
 //!   deleted var gets one), so the append has nothing else to do.
 //! * **close** (under the lock, by anyone about to queue behind the write,
 //!   take the var, or look at it): CAS `fast` from whatever it holds to 0,
@@ -117,8 +118,8 @@ impl VarInner {
     }
 
     /// The write append of a one-var op, without the lock: granted as a
-    /// fast write iff the var is [`IDLE`]. (An idle var was appended to
-    /// before, so it holds its self-reference, and it is not deleted.)
+    /// fast write iff the var is [`IDLE`]. (An idle var holds its
+    /// self-reference and is not deleted: see the module docs.)
     #[inline]
     pub(super) fn try_take_idle_for_write(&self, op: OpPtr) -> Option<Appended> {
         self.hot
@@ -227,10 +228,37 @@ mod tests {
     }
 
     #[test]
+    fn a_fresh_var_is_idle_and_its_first_one_var_op_takes_no_lock() {
+        let (v, u) = (var(), var());
+        let ops = blocks(2);
+        assert_eq!(v.hot.fast.load(Ordering::Relaxed), IDLE);
+        assert!(v.is_idle(true));
+        assert_eq!(Arc::strong_count(&v), 2, "born with its self-reference");
+        // A completion or an append that needed the lock would wait for the
+        // other thread forever.
+        while_another_thread_holds_the_lock(&v, || {
+            assert!(v.append_write(ptr(&ops[0]), false).granted);
+            assert!(v.fast_write_running());
+            assert!(v.try_leave_fast_write(ptr(&ops[0]), true));
+        });
+        while_another_thread_holds_the_lock(&u, || {
+            assert!(u.append_read(ptr(&ops[1])).granted);
+            assert!(u.fast_open());
+        });
+        let mut ready = ReadyList::new();
+        assert!(!u.complete_read(&mut ready));
+        // A var no op ever used gives its self-reference back at its last
+        // handle's drop, as a used one does.
+        let w = var();
+        orphan_all_and_check_freed(&[&v, &u, &w]);
+    }
+
+    #[test]
     fn a_one_var_write_leaves_the_var_idle_for_the_next_one_var_op_without_the_lock() {
         let v = var();
         let ops = blocks(3);
-        // The first append takes the lock (and the var's self-reference).
+        // A fresh var is born idle: the first write takes it without the
+        // lock, and leaves it idle.
         assert!(v.append_write(ptr(&ops[0]), false).granted);
         assert!(v.try_leave_fast_write(ptr(&ops[0]), true));
         assert_eq!(v.hot.fast.load(Ordering::Relaxed), IDLE);

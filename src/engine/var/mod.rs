@@ -308,18 +308,29 @@ impl VarInner {
         crate::engine::prefetch::line_for_write(&*self.done);
     }
 
-    pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Self {
-        VarInner {
+    /// A new var: idle, holding its reference to itself (`slot.rs`), with
+    /// the idle token in its `fast` word (`fast_write.rs`).
+    ///
+    /// Why born idle: that is the state a one-var write leaves behind, so
+    /// the first one-var op on a fresh var (the output of an op, a var of
+    /// its own) takes it with one CAS, as every later one does. Born
+    /// empty, its first append took the lock, the self-reference (a locked
+    /// increment on the `Arc`'s count line, one more line to fetch) and
+    /// the unlock. Nothing else changes: a locked append takes the token
+    /// back as from any idle var, and the last handle's drop releases the
+    /// self-reference as it does for a var whose ops are done.
+    pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Arc<VarInner> {
+        let var = Arc::new(VarInner {
             hot: Line(VarHot {
                 state: TryMutex::new(VarState {
                     deleted: false,
-                    self_ref: false,
+                    self_ref: true,
                     orphaned: false,
                     draining: false,
                     writer: None,
                     queue: OpQueue::new(),
                 }),
-                fast: AtomicU64::new(0),
+                fast: AtomicU64::new(fast_write::IDLE),
             }),
             done: Line(VarDone {
                 version: AtomicU64::new(0),
@@ -331,7 +342,11 @@ impl VarInner {
             id,
             name,
             deleted: AtomicBool::new(false),
-        }
+        });
+        // The self-reference: a count that `orphan` (or the completion
+        // that empties an orphaned var) drops.
+        std::mem::forget(var.clone());
+        var
     }
 
     pub(crate) fn describe(&self) -> String {
@@ -618,7 +633,7 @@ mod layout_tests {
     #[test]
     fn pushers_and_completions_write_different_cache_lines() {
         let v = VarInner::new(VarId { engine: 1, id: 0 }, None);
-        let base = &v as *const VarInner as usize;
+        let base = Arc::as_ptr(&v) as usize;
         let line = |p: usize| (p - base) / 64;
         let state = &v.hot as *const Line<VarHot> as usize;
         let state_end = state + std::mem::size_of::<VarHot>() - 1;
@@ -632,6 +647,7 @@ mod layout_tests {
         assert_eq!(line(done), line(done_end));
         assert!(line(state_end) < line(done));
         assert!(line(done_end) < line(cold));
+        v.orphan();
     }
 }
 
@@ -676,6 +692,8 @@ mod failure_count_tests {
         assert!(count.none());
         assert!(b.take_failure(&count).is_none());
         assert!(count.none());
+        a.orphan();
+        b.orphan();
     }
 }
 
@@ -736,7 +754,7 @@ mod append_tests {
     #[test]
     fn an_op_whose_tried_lock_is_held_takes_the_locks_in_id_order() {
         let vars: Vec<Arc<VarInner>> = (0..3)
-            .map(|id| Arc::new(VarInner::new(VarId { engine: 1, id }, None)))
+            .map(|id| VarInner::new(VarId { engine: 1, id }, None))
             .collect();
         let (a, b, c) = (&vars[0], &vars[1], &vars[2]);
         let block = OpBlock::empty();

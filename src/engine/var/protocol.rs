@@ -55,7 +55,7 @@ impl VarInner {
 
     pub(super) fn append_read_locked(&self, s: &mut VarState, op: OpPtr) -> Appended {
         let after_delete = s.deleted;
-        self.take_self_ref(s);
+        self.check_self_ref(s);
         self.close_fast_write_locked(s);
         let granted = s.writer.is_none() && s.queue.is_empty();
         if granted {
@@ -95,7 +95,7 @@ impl VarInner {
     ) -> Appended {
         let after_delete = s.deleted;
         s.deleted |= deletes;
-        self.take_self_ref(s);
+        self.check_self_ref(s);
         self.close_fast_locked(s);
         let granted = s.is_idle();
         if granted {
@@ -109,18 +109,17 @@ impl VarInner {
         }
     }
 
-    /// The first append takes the var's reference to itself, which keeps
-    /// it alive for the ops' `VarPtr`s (see `slot.rs`) until it is orphaned
-    /// and idle.
+    /// An append needs the var's reference to itself, which keeps it
+    /// alive for the ops' `VarPtr`s (see `slot.rs`). The var holds it from
+    /// its creation (`VarInner::new`) until it is orphaned and idle, and
+    /// only a handle's holder appends, so it is always there.
     #[inline]
-    fn take_self_ref(&self, s: &mut VarState) {
-        if !s.self_ref {
-            debug_assert!(!s.orphaned, "append to {} after its last handle", self.id);
-            // SAFETY: every `VarInner` is created inside an `Arc`
-            // (`Core::new_var`), and the pusher holds a handle to it.
-            unsafe { Arc::increment_strong_count(self as *const VarInner) };
-            s.self_ref = true;
-        }
+    fn check_self_ref(&self, s: &VarState) {
+        debug_assert!(
+            s.self_ref && !s.orphaned,
+            "append to {} after its last handle",
+            self.id
+        );
     }
 
     /// After the last handle went away: true (and the self-reference is the

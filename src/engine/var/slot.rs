@@ -15,7 +15,7 @@ use super::VarInner;
 /// Why: cloning an `Arc` per op and var touched the var's count line from
 /// the pushing thread and again from the completing one — a cache line
 /// handed over twice per op for nothing. Instead a var holds one reference
-/// to itself from the first append until its last `Var` handle is dropped
+/// to itself from its creation until its last `Var` handle is dropped
 /// and no op is pending on it (see `VarInner::orphan`). Every `VarPtr` lives
 /// in the block of an op appended to that var, so the var is alive from the
 /// append until the op releases it in `complete`; before the append the
