@@ -423,6 +423,60 @@ fn diagnostics_name_the_blocked_ops() {
 }
 
 #[test]
+fn a_var_is_freed_once_its_handles_and_its_ops_are_gone() {
+    for engine in common::every_executor() {
+        let kind = engine.kind();
+        // Never used; used by one-var ops only; by a many-var op; deleted.
+        let unused = engine.new_var();
+        let (one, a, b, del) = (
+            engine.new_var(),
+            engine.new_var(),
+            engine.new_var(),
+            engine.new_var(),
+        );
+        engine
+            .push(OpDesc::new("w").writes(&one), |_| Ok(()))
+            .unwrap();
+        engine
+            .push(OpDesc::new("r").reads(&one), |_| Ok(()))
+            .unwrap();
+        engine
+            .push(OpDesc::new("ab").reads(&a).writes(&b), |_| Ok(()))
+            .unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(engine.live_vars(), 5, "{kind:?}");
+        drop((unused, one, a, b));
+        engine.delete_var(del).unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(engine.live_vars(), 0, "{kind:?}");
+
+        // An op not yet completed keeps its var alive after the last handle.
+        let v = engine.new_var();
+        let slot = Arc::new(Mutex::new(None));
+        let s = slot.clone();
+        engine
+            .push_async(OpDesc::new("held").writes(&v), move |_, done| {
+                *s.lock().unwrap() = Some(done);
+            })
+            .unwrap();
+        engine
+            .push(OpDesc::new("after").reads(&v), |_| Ok(()))
+            .unwrap();
+        drop(v);
+        let done = loop {
+            if let Some(done) = slot.lock().unwrap().take() {
+                break done;
+            }
+            std::thread::yield_now();
+        };
+        assert_eq!(engine.live_vars(), 1, "{kind:?}: freed under its op");
+        done.done();
+        engine.wait_for_all().unwrap();
+        assert_eq!(engine.live_vars(), 0, "{kind:?}");
+    }
+}
+
+#[test]
 fn async_ops_completed_from_other_threads() {
     for engine in common::every_executor() {
         let v = engine.new_var();

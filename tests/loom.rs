@@ -584,8 +584,10 @@ fn dropping_the_last_handle_with_a_fast_read_running_keeps_the_var_until_it_ends
 }
 
 /// Completes the parked op on a loom thread while this one drops `v`, the
-/// var's last handle: the var must be freed once (loom reports a leaked
-/// `Arc`) and nothing left pending.
+/// var's last handle: nothing is left pending and the var is freed (a
+/// self-reference never dropped leaves it among the engine's live vars; one
+/// dropped twice is caught by the unit tests of `var/`, which count the
+/// references).
 fn drop_the_last_handle_while_completing(
     engine: &Engine,
     v: depengine::Var,
@@ -596,6 +598,7 @@ fn drop_the_last_handle_while_completing(
     t.join().unwrap();
     engine.wait_for_all().unwrap();
     assert!(engine.pending_ops().vars.is_empty());
+    assert_eq!(engine.live_vars(), 0, "the var outlived its handle and ops");
 }
 
 /// A write granted with nothing queued behind it leaves the var with a CAS
@@ -635,8 +638,9 @@ fn a_write_leaving_without_the_lock_races_the_next_write_s_append() {
 }
 
 /// The last handle's drop races a write leaving without the lock: the var's
-/// self-reference is dropped exactly once (loom reports a leaked `Arc`, and
-/// a second drop would free the var under the completing write).
+/// self-reference is dropped (the var is no longer live once the write is
+/// done) and only once (a second drop would free the var under the
+/// completing write).
 #[test]
 fn dropping_the_last_handle_while_a_write_leaves_without_the_lock_frees_the_var_once() {
     model(|| {
@@ -657,21 +661,22 @@ fn bump(d: Arc<AtomicUsize>) -> impl FnOnce(&depengine::OpCtx<'_>) -> depengine:
     }
 }
 
-/// A one-var write leaves its var idle, and the next one-var op takes it
-/// with a CAS (`var/fast_write.rs`). Here a one-var write (lock-free when
-/// the var is idle) races a two-var op's write, whose append takes the idle
-/// var back under the lock: the two writes never overlap and each sees the
-/// other's effect in one order or the other.
-#[test]
-fn a_write_taking_an_idle_var_without_the_lock_races_a_locked_append() {
-    model(|| {
+/// Races a one-var write (lock-free when the var is idle) with a two-var
+/// op's write, whose append takes the idle var back under the lock, after
+/// `before` one-var writes that each ran inline at its push and left `v`
+/// idle (none: the var is idle from its creation). The two writes never
+/// overlap and each sees the other's effect in one order or the other;
+/// once their handles are gone, both vars are freed.
+fn race_a_lock_free_write_with_a_locked_append(before: usize) {
+    model(move || {
         let engine = naive();
         let (v, u) = (engine.new_var(), engine.new_var());
         let data = Arc::new(AtomicUsize::new(0));
-        // Runs inline at its push and leaves `v` idle.
-        engine
-            .push(OpDesc::new("w0").writes(&v), bump(data.clone()))
-            .unwrap();
+        for _ in 0..before {
+            engine
+                .push(OpDesc::new("w0").writes(&v), bump(data.clone()))
+                .unwrap();
+        }
         let (e2, v2, d2) = (engine.clone(), v.clone(), data.clone());
         let t = thread::spawn(move || {
             e2.push(OpDesc::new("w1").writes(&v2), bump(d2)).unwrap();
@@ -681,27 +686,43 @@ fn a_write_taking_an_idle_var_without_the_lock_races_a_locked_append() {
             .unwrap();
         t.join().unwrap();
         engine.wait_for_all().unwrap();
-        assert_eq!(data.load(Ordering::Relaxed), 3, "two writes overlapped");
-        assert_eq!(v.version(), 3);
+        let all = before + 2;
+        assert_eq!(data.load(Ordering::Relaxed), all, "two writes overlapped");
+        assert_eq!(v.version(), all as u64);
+        drop((v, u));
+        assert_eq!(engine.live_vars(), 0, "a var outlived its handles and ops");
     });
 }
 
-/// A one-var read opens a fast-read epoch on an idle var without the lock
-/// while a one-var write takes the same idle var: one of them gets it, the
-/// other queues (or closes the epoch), and they do not overlap.
+/// A one-var write leaves its var idle, and the next one-var op takes it
+/// with a CAS (`var/fast_write.rs`), racing a locked append.
 #[test]
-fn a_read_and_a_write_racing_for_an_idle_var_take_one_order() {
-    model(|| {
+fn a_write_taking_an_idle_var_without_the_lock_races_a_locked_append() {
+    race_a_lock_free_write_with_a_locked_append(1);
+}
+
+/// A var is born idle (`VarInner::new`): its first one-var op takes it
+/// with a CAS, racing a locked append.
+#[test]
+fn a_fresh_var_taken_without_the_lock_races_a_locked_append() {
+    race_a_lock_free_write_with_a_locked_append(0);
+}
+
+/// A one-var read opens a fast-read epoch on an idle var without the lock
+/// while a one-var write takes the same idle var, after `before` one-var
+/// writes that left it idle (none: idle from its creation). One of them
+/// gets it, the other queues (or closes the epoch): the read sees the
+/// write wholly or not at all.
+fn race_a_read_and_a_write_for_an_idle_var(before: usize) {
+    model(move || {
         let engine = naive();
         let v = engine.new_var();
         let data = Arc::new(AtomicUsize::new(0));
-        let d = data.clone();
-        engine
-            .push(OpDesc::new("w0").writes(&v), move |_| {
-                d.store(1, Ordering::Relaxed);
-                Ok(())
-            })
-            .unwrap();
+        for _ in 0..before {
+            engine
+                .push(OpDesc::new("w0").writes(&v), bump(data.clone()))
+                .unwrap();
+        }
         let seen = Arc::new(AtomicUsize::new(usize::MAX));
         let (e2, v2, d2, s2) = (engine.clone(), v.clone(), data.clone(), seen.clone());
         let t = thread::spawn(move || {
@@ -716,63 +737,26 @@ fn a_read_and_a_write_racing_for_an_idle_var_take_one_order() {
             .unwrap();
         t.join().unwrap();
         engine.wait_for_all().unwrap();
-        // The read ran wholly before w1 (saw 1) or wholly after it (saw 2).
+        // The read ran wholly before w1 or wholly after it.
         let s = seen.load(Ordering::Relaxed);
-        assert!(s == 1 || s == 2, "the read saw {s}");
-        assert_eq!(data.load(Ordering::Relaxed), 2);
-        assert_eq!(v.version(), 2);
+        assert!(s == before || s == before + 1, "the read saw {s}");
+        assert_eq!(data.load(Ordering::Relaxed), before + 1);
+        assert_eq!(v.version(), before as u64 + 1);
+        drop(v);
+        assert_eq!(
+            engine.live_vars(),
+            0,
+            "the var outlived its handles and ops"
+        );
     });
 }
 
-/// A var is born idle (`VarInner::new`): the first one-var op takes it
-/// with a CAS. Here that first op, a one-var write, races a two-var op's
-/// write, whose append takes the fresh var under the lock: the two writes
-/// never overlap, and the var is freed once (loom reports a leaked `Arc`).
 #[test]
-fn a_fresh_var_taken_without_the_lock_races_a_locked_append() {
-    model(|| {
-        let engine = naive();
-        let (v, u) = (engine.new_var(), engine.new_var());
-        let data = Arc::new(AtomicUsize::new(0));
-        let (e2, v2, d2) = (engine.clone(), v.clone(), data.clone());
-        let t = thread::spawn(move || {
-            e2.push(OpDesc::new("w1").writes(&v2), bump(d2)).unwrap();
-        });
-        engine
-            .push(OpDesc::new("w2").reads(&u).writes(&v), bump(data.clone()))
-            .unwrap();
-        t.join().unwrap();
-        engine.wait_for_all().unwrap();
-        assert_eq!(data.load(Ordering::Relaxed), 2, "two writes overlapped");
-        assert_eq!(v.version(), 2);
-    });
+fn a_read_and_a_write_racing_for_an_idle_var_take_one_order() {
+    race_a_read_and_a_write_for_an_idle_var(1);
 }
 
-/// The first ops on a fresh var, a one-var read and a one-var write, race
-/// for its idle token: one takes it, the other queues behind (or closes
-/// the read's epoch), and the read sees the write wholly or not at all.
 #[test]
 fn a_read_and_a_write_racing_for_a_fresh_var_take_one_order() {
-    model(|| {
-        let engine = naive();
-        let v = engine.new_var();
-        let data = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::new(AtomicUsize::new(usize::MAX));
-        let (e2, v2, d2, s2) = (engine.clone(), v.clone(), data.clone(), seen.clone());
-        let t = thread::spawn(move || {
-            e2.push(OpDesc::new("r").reads(&v2), move |_| {
-                s2.store(d2.load(Ordering::Relaxed), Ordering::Relaxed);
-                Ok(())
-            })
-            .unwrap();
-        });
-        engine
-            .push(OpDesc::new("w").writes(&v), bump(data.clone()))
-            .unwrap();
-        t.join().unwrap();
-        engine.wait_for_all().unwrap();
-        let s = seen.load(Ordering::Relaxed);
-        assert!(s == 0 || s == 1, "the read saw {s}");
-        assert_eq!(v.version(), 1);
-    });
+    race_a_read_and_a_write_for_an_idle_var(0);
 }

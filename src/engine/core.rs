@@ -193,6 +193,14 @@ impl Core {
         self.vars.lock().iter().filter_map(Weak::upgrade).collect()
     }
 
+    pub(crate) fn live_var_count(&self) -> usize {
+        self.vars
+            .lock()
+            .iter()
+            .filter(|w| w.strong_count() > 0)
+            .count()
+    }
+
     pub(crate) fn executor_pools(&self) -> Vec<(String, usize)> {
         self.executor().pools()
     }

@@ -467,6 +467,29 @@ impl Engine {
         PendingReport::collect(self.core().pending(), &self.core().live_vars())
     }
 
+    /// How many of this engine's vars are alive: held by a [`Var`] handle
+    /// or by an op pushed on them that has not completed.
+    ///
+    /// A var is freed when its last handle is gone and its last op has
+    /// completed, so once no handle is left and [`Engine::wait_for_all`]
+    /// has returned, this is 0: anything more is a var the engine leaked.
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    ///
+    /// let engine = Engine::builder().build()?;
+    /// let v = engine.new_var();
+    /// engine.push(OpDesc::new("fill").writes(&v), |_| Ok(()))?;
+    /// assert_eq!(engine.live_vars(), 1);
+    /// drop(v); // the op may still be running: it keeps the var alive
+    /// engine.wait_for_all()?;
+    /// assert_eq!(engine.live_vars(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn live_vars(&self) -> usize {
+        self.core().live_var_count()
+    }
+
     /// Waits for every pushed op, refuses further pushes, and joins every
     /// worker thread. Dropping the last clone does the same.
     ///
