@@ -523,18 +523,19 @@ fn a_write_waits_for_fast_reads_and_a_racing_read_takes_one_side() {
     });
 }
 
-/// A write's completion grants the reads queued behind it and counts
-/// them in as a fast-read epoch under the var's lock. Here the read also
-/// waits for `y`, whose write another thread completes, so the read can
-/// run and complete (counting itself out without the lock) before that
-/// count or after it; and the next write of `x`, pushed by this thread
-/// while the other two complete theirs, finds the epoch open (and closes
-/// it) or queues behind the read (and the epoch is closed at once). In
-/// every order the read runs before that write. (Mutations caught: the
-/// close not counting the reads, the epoch left open with a write queued,
-/// the already drained close not granting the write.)
+/// A write's completion takes the reads queued behind it out of the
+/// queue and counts them in as a fast-read epoch under the var's lock,
+/// then grants them after releasing it. Here the read also waits for `y`,
+/// whose write another thread completes, so either completion can be the
+/// read's last grant; and the next write of `x`, pushed by this thread
+/// while the other two complete theirs, comes before the count (and
+/// queues behind the read, the epoch then closed at once), or between the
+/// unlock and the read's grant, or after it (and finds the epoch open and
+/// closes it). In every order the read runs before that write. (Mutations
+/// caught: the close not counting the reads, the epoch left open with a
+/// write queued, the reads not counted in.)
 #[test]
-fn reads_granted_from_the_queue_count_in_after_they_may_have_completed() {
+fn reads_granted_from_the_queue_after_the_unlock_run_before_the_next_write() {
     model(|| {
         let engine = naive();
         let (x, y) = (engine.new_var(), engine.new_var());

@@ -37,13 +37,11 @@
 //!   one with `fast = OPEN | n` when nothing is queued behind them, and
 //!   else closes it at once (below, with `g = n`), the write queued behind
 //!   them then waiting for the drain. No epoch is open then: the write
-//!   that just completed held the var. A read granted there may complete
-//!   before this count, when its last other var grants it on another
-//!   thread: its decrement of `fast_done` comes first, as a completion
-//!   before any close does, and the count still ends the drain exactly
-//!   once (below). An orphaned var (no handle, so no append will ever
-//!   close an epoch) gets a closed one, so that its last read drops the
-//!   var's self-reference.
+//!   that just completed held the var. The reads are counted under the
+//!   lock and granted after it is released (`complete_write`), so none
+//!   completes before the count. An orphaned var (no handle, so no append
+//!   will ever close an epoch) gets a closed one, so that its last read
+//!   drops the var's self-reference.
 //! * **fast completion**: `fast_done -= 1` (wrapping).
 //! * **close**: a write append (or the var's last handle going away), under
 //!   the lock, swaps `fast` to 0 — from then on CAS appends fail and take the

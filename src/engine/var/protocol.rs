@@ -25,6 +25,10 @@ pub(crate) struct WriteExit {
 /// The ops of a run, in push order.
 type Run = smallvec::SmallVec<[OpPtr; MAX_RUN]>;
 
+/// The reads a completed write releases, granted after its unlock: up to
+/// 128 without a heap buffer (a `rwmix` round releases 63, `fan` 100).
+type Reads = smallvec::SmallVec<[OpPtr; 128]>;
+
 /// Most writes taken from a var's queue as one run (see
 /// [`VarInner::complete_write`]): enough to amortise the lock, few enough
 /// that a run's last op (the var's recorded writer) stays close to the op
@@ -247,28 +251,41 @@ impl VarInner {
         );
         s.writer = None;
         let mut run = Run::new();
+        let mut reads = Reads::new();
         match s.queue.front() {
             Some((_, Access::Write)) => self.take_head_writes(&mut s, &mut run),
             Some((_, Access::Read)) => {
-                let mut reads = 0;
                 while let Some((op, Access::Read)) = s.queue.front() {
                     s.queue.pop_front();
-                    reads += 1;
-                    grant(op, ready);
+                    reads.push(op);
                 }
                 // Counted through the fast-read counter, as every read is:
                 // their completions then take no lock (the last of a closed
                 // epoch aside), where each used to lock the var to count
-                // itself out of `readers`. A read granted above may even
-                // complete before this count (see `fast_read.rs`).
-                self.count_in_granted_reads_locked(&mut s, reads);
+                // itself out of `readers`.
+                self.count_in_granted_reads_locked(&mut s, reads.len() as u64);
                 // Closed and already drained: the write behind them. (An
                 // open epoch has nothing queued; a draining one waits.)
                 self.take_head_writes_if_free(&mut s, &mut run);
             }
             None => {}
         }
-        self.unlock_and_start(s, &run, ready)
+        let release = self.release_if_orphaned(&mut s);
+        drop(s);
+        // Granted after the unlock, as a run is started: each grant is a
+        // locked decrement on the op's block, which the pushing thread
+        // wrote long ago and which is often out of this core's caches.
+        // With 63 reads released at once (`rwmix`), holding the lock
+        // through those misses kept the pusher, appending the next read,
+        // spinning on the lock until it yielded its core. The reads are
+        // out of the queue and counted in, so a later append finds them
+        // running (an open epoch grants it; a write waits for their
+        // drain), and none can complete, so drain, before its grant here.
+        for &op in &reads {
+            grant(op, ready);
+        }
+        self.start_run(&run, ready);
+        release
     }
 
     /// Only the write holding the var bumps it, so no read-modify-write (a
