@@ -174,7 +174,7 @@ impl VarInner {
         self.reset_fast_done_locked(&mut s);
         let mut run = Run::new();
         self.take_head_writes_if_free(&mut s, &mut run);
-        self.unlock_and_start(s, &run, ready)
+        self.unlock_and_start(s, &[], &run, ready)
     }
 
     /// After a read left: the queued writes' turn, if no read or write
@@ -189,16 +189,30 @@ impl VarInner {
     }
 
     /// Ends a completion: checks whether the var's self-reference is to be
-    /// dropped, releases the lock, then starts the run taken under it.
-    /// Returns as [`VarInner::complete_read`].
+    /// dropped, releases the lock, then grants the reads and starts the
+    /// run taken under it. Returns as [`VarInner::complete_read`].
+    ///
+    /// Why after the unlock: each grant is a locked decrement on the op's
+    /// block, which the pushing thread wrote long ago and which is often
+    /// out of this core's caches. With 63 reads released at once
+    /// (`rwmix`), holding the lock through those misses kept the pusher,
+    /// appending the next read, spinning on the lock until it yielded its
+    /// core. The reads are out of the queue and counted in, so a later
+    /// append finds them running (an open epoch grants it; a write waits
+    /// for their drain), and none can complete, so drain, before its grant
+    /// here. (A run: see [`VarInner::start_run`].)
     fn unlock_and_start(
         &self,
         mut s: TryMutexGuard<'_, VarState>,
+        reads: &[OpPtr],
         run: &Run,
         ready: &mut ReadyList,
     ) -> bool {
         let release = self.release_if_orphaned(&mut s);
         drop(s);
+        for &op in reads {
+            grant(op, ready);
+        }
         self.start_run(run, ready);
         release
     }
@@ -262,30 +276,14 @@ impl VarInner {
                 // Counted through the fast-read counter, as every read is:
                 // their completions then take no lock (the last of a closed
                 // epoch aside), where each used to lock the var to count
-                // itself out of `readers`.
+                // itself out of `readers`. Granted only after the unlock,
+                // none has completed: a write queued behind them waits for
+                // their drain.
                 self.count_in_granted_reads_locked(&mut s, reads.len() as u64);
-                // Closed and already drained: the write behind them. (An
-                // open epoch has nothing queued; a draining one waits.)
-                self.take_head_writes_if_free(&mut s, &mut run);
             }
             None => {}
         }
-        let release = self.release_if_orphaned(&mut s);
-        drop(s);
-        // Granted after the unlock, as a run is started: each grant is a
-        // locked decrement on the op's block, which the pushing thread
-        // wrote long ago and which is often out of this core's caches.
-        // With 63 reads released at once (`rwmix`), holding the lock
-        // through those misses kept the pusher, appending the next read,
-        // spinning on the lock until it yielded its core. The reads are
-        // out of the queue and counted in, so a later append finds them
-        // running (an open epoch grants it; a write waits for their
-        // drain), and none can complete, so drain, before its grant here.
-        for &op in &reads {
-            grant(op, ready);
-        }
-        self.start_run(&run, ready);
-        release
+        self.unlock_and_start(s, &reads, &run, ready)
     }
 
     /// Only the write holding the var bumps it, so no read-modify-write (a
