@@ -307,20 +307,25 @@ impl Core {
         // instead of coming one after another. Once the engine has deleted
         // a var, the check reads each var's read-only line too: then both
         // lines of every var are asked for before the first check (the
-        // second request for the first line is a no-op). (Plain loops:
-        // closures handed a var at a time from this large function
-        // compiled to a call per var.)
+        // second request for the first line is a no-op). (`try_each`
+        // inlines its closure: closures handed a var at a time through a
+        // function that was not inlined compiled to a call per var.)
         let check_deleted = !internal && self.any_deleted();
         if check_deleted {
-            for v in desc.reads.iter().chain(desc.writes.iter()) {
+            let ask = |v: &Var| -> Result<(), EngineError> {
                 v.inner.prefetch();
                 v.inner.prefetch_read_only();
-            }
+                Ok(())
+            };
+            desc.reads.try_each(ask)?;
+            desc.writes.try_each(ask)?;
         }
-        for v in desc.reads.iter().chain(desc.writes.iter()) {
+        let check = |v: &Var| {
             v.inner.prefetch();
-            self.check_var(v, &desc.name, check_deleted)?;
-        }
+            self.check_var(v, &desc.name, check_deleted)
+        };
+        desc.reads.try_each(check)?;
+        desc.writes.try_each(check)?;
 
         let _guard = AbortOnPanic::new();
         let mut block = self.blocks.take();
@@ -354,7 +359,8 @@ impl Core {
         let (granted, after_delete) = if nvars == 0 {
             (0, false)
         } else {
-            append_all(op, b.reads(), b.writes(), deletes)
+            let (writes, reads) = b.split_vars();
+            append_all(op, reads, writes, deletes)
         };
         if after_delete && !internal {
             // A concurrent `delete_var` got there first: the op must not touch
@@ -488,7 +494,8 @@ impl Core {
         // inside a run, a read) leaves that var's lock line alone:
         // in a chain the pusher is appending there, and taking the line
         // early would only make it cross between the two cores once more.
-        for v in b.writes() {
+        let (writes, reads) = b.split_vars();
+        for v in writes {
             // SAFETY: this thread owns the op: its slots' words were
             // written before it was granted and do not change until it
             // completes.
@@ -497,12 +504,12 @@ impl Core {
             }
             v.prefetch_done_line();
         }
-        for v in b.reads() {
+        for v in reads {
             v.prefetch_done_line();
         }
         let mut skip = None;
         if !b.property.never_skipped() && !self.failed_vars.none() {
-            skip = b.vars.iter().find_map(|v| v.failure());
+            skip = writes.iter().chain(reads).find_map(|v| v.failure());
         }
         if let Some(f) = skip {
             return self.complete(op, Outcome::Skipped(f));
@@ -601,15 +608,16 @@ impl Core {
             }
         };
         let mut ready = ReadyList::new();
-        for v in b.reads() {
+        let (writes, reads) = b.split_vars();
+        for v in reads {
             if v.complete_read(&mut ready) {
                 // SAFETY: the completion handed us the var's self-reference;
                 // `v` is not used again.
                 unsafe { v.var.release_self_ref() };
             }
         }
-        let one_var = b.vars.len() == 1;
-        for v in b.writes() {
+        let one_var = writes.len() + reads.len() == 1;
+        for v in writes {
             // SAFETY: as above.
             let run_next = unsafe { v.run_next() };
             let exit = WriteExit {
@@ -993,9 +1001,7 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
     let key = |v: &VarSlot| v.id.id;
     let addr = |v: &VarSlot| v.var.addr();
     let vars = &mut block.vars;
-    for v in writes.iter() {
-        vars.push(VarSlot::new(&v.inner));
-    }
+    writes.push_slots(vars);
     let n = reads.len() + writes.len();
     let large = n > PAIRWISE_DEDUP_MAX;
     let filtered = n > DEDUP_FILTER_MIN;
@@ -1008,9 +1014,7 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
         dedup_small(vars, 0, addr);
     }
     let nwrites = vars.len();
-    for v in reads.iter() {
-        vars.push(VarSlot::new(&v.inner));
-    }
+    reads.push_slots(vars);
     if large {
         vars[nwrites..].sort_unstable_by_key(key);
         dedup_from(vars, nwrites, |a, b| key(a) == key(b));
