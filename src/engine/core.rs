@@ -1049,13 +1049,19 @@ fn dedup_small<A: smallvec::Array>(
     start: usize,
     key: impl Fn(&A::Item) -> usize,
 ) {
+    // Each look at a small vector's items checks where they are (inline or
+    // on the heap): scan a slice taken once, and go back to the vector only
+    // to remove a duplicate, which is rare.
     let mut i = start.max(1);
-    while i < v.len() {
-        if v[..i].iter().any(|x| key(x) == key(&v[i])) {
-            v.remove(i);
-        } else {
-            i += 1;
-        }
+    loop {
+        let s: &[A::Item] = v;
+        let dup = (i..s.len()).find(|&j| {
+            let k = key(&s[j]);
+            s[..j].iter().any(|x| key(x) == k)
+        });
+        let Some(d) = dup else { return };
+        v.remove(d);
+        i = d;
     }
 }
 
@@ -1084,15 +1090,21 @@ fn dedup_filtered<A: smallvec::Array>(
         let (w, b) = slot(key(x));
         seen[w] |= b;
     }
-    while i < v.len() {
-        let k = key(&v[i]);
-        let (w, b) = slot(k);
-        if seen[w] & b != 0 && v[..i].iter().any(|x| key(x) == k) {
-            v.remove(i);
-        } else {
+    // As in `dedup_small`: one look at the items per duplicate removed.
+    loop {
+        let s: &[A::Item] = v;
+        let dup = (i..s.len()).find(|&j| {
+            let k = key(&s[j]);
+            let (w, b) = slot(k);
+            if seen[w] & b != 0 && s[..j].iter().any(|x| key(x) == k) {
+                return true;
+            }
             seen[w] |= b;
-            i += 1;
-        }
+            false
+        });
+        let Some(d) = dup else { return };
+        v.remove(d);
+        i = d;
     }
 }
 
