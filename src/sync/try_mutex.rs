@@ -81,6 +81,32 @@ impl<T> TryMutex<T> {
     }
 }
 
+impl<'a, T> TryMutexGuard<'a, T> {
+    /// Gives the guard up without unlocking: the lock stays held until a
+    /// guard from [`TryMutex::reclaim`] is dropped. For a thread that
+    /// holds many locks at once and would otherwise keep their guards in
+    /// a vector (`append_all`).
+    #[inline]
+    pub(crate) fn leak(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl<T> TryMutex<T> {
+    /// A guard for a lock this thread holds through a guard it leaked
+    /// ([`TryMutexGuard::leak`]).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread holds the lock, its guard was leaked, and no
+    /// other guard made by `reclaim` for it is alive: the new guard is
+    /// then the only way to the data, as a guard from `lock` would be.
+    #[inline]
+    pub(crate) unsafe fn reclaim(&self) -> TryMutexGuard<'_, T> {
+        TryMutexGuard(self)
+    }
+}
+
 impl<T> Deref for TryMutexGuard<'_, T> {
     type Target = T;
     #[inline]

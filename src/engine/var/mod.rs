@@ -61,7 +61,7 @@ mod test_support;
 use std::fmt;
 
 use crate::sync::{
-    Arc, AtomicBool, AtomicU64, AtomicUsize, CachePadded, Mutex, Ordering, TryMutex, TryMutexGuard,
+    Arc, AtomicBool, AtomicU64, AtomicUsize, CachePadded, Mutex, Ordering, TryMutex,
 };
 
 use super::error::Failure;
@@ -497,70 +497,84 @@ pub(crate) fn append_all(
     if n == 2 {
         return append_two(op, reads, writes, deletes);
     }
-    let mut guards: smallvec::SmallVec<
-        [(&VarSlot, bool, TryMutexGuard<'_, VarState>); APPEND_INLINE],
-    > = smallvec::SmallVec::new();
+    // The op's vars, writes first: the order in which the locks are tried.
+    let all = |i: usize| -> (&VarSlot, bool) {
+        match writes.get(i) {
+            Some(v) => (v, true),
+            None => (&reads[i - writes.len()], false),
+        }
+    };
+    // The locks are held without guards (each guard is leaked once its
+    // lock is taken, and reclaimed to reach the state or to unlock): a
+    // vector of guards cost a capacity check per push and a look at where
+    // its items are per pass, a fifth of the appends of a three-var op.
+    //
     // Optimistic: try every lock in the op's own order. Nothing waits while
     // holding a lock taken out of the global order, so this cannot deadlock;
     // a lock held elsewhere sends the op to the ordered path with nothing
     // held and nothing appended. Uncontended (one pushing thread, or vars
     // the workers are not completing) it spares the sort by id, which was
     // a fifth of a push of MXNet's `randsum` at one thread.
-    let all = writes
-        .iter()
-        .map(|v| (v, true))
-        .chain(reads.iter().map(|v| (v, false)));
-    for (v, is_write) in all {
-        match v.hot.state.try_lock() {
-            Some(g) => guards.push((v, is_write, g)),
-            None => {
-                guards.clear();
-                break;
-            }
+    let mut taken = 0;
+    while taken < n {
+        match all(taken).0.hot.state.try_lock() {
+            Some(g) => g.leak(),
+            None => break,
         }
+        taken += 1;
     }
-    if guards.is_empty() {
+    if taken < n {
+        for i in 0..taken {
+            // SAFETY: this thread took the lock above and leaked its guard;
+            // no other guard for it is alive. Dropping the guard unlocks.
+            drop(unsafe { all(i).0.hot.state.reclaim() });
+        }
         // Var ids are unique within an engine and all vars of an op belong
         // to one engine (checked at push), so they give a total lock order;
         // unlike addresses, the same in every run, which loom's replays
         // rely on. `fill_vars` already sorts the reads and the writes of an
         // op with more than 32 vars by id, so for those the sort below only
         // merges two sorted runs.
-        let mut order: smallvec::SmallVec<[(u64, &VarSlot, bool); APPEND_INLINE]> = writes
-            .iter()
-            .map(|v| (v.id.id, v, true))
-            .chain(reads.iter().map(|v| (v.id.id, v, false)))
-            .collect();
+        let mut order: smallvec::SmallVec<[(u64, &VarSlot); APPEND_INLINE]> =
+            (0..n).map(|i| (all(i).0.id.id, all(i).0)).collect();
         order.sort_unstable_by_key(|o| o.0);
-        guards.extend(
-            order
-                .into_iter()
-                .map(|(_, v, is_write)| (v, is_write, v.hot.state.lock())),
-        );
+        for (_, v) in order {
+            v.hot.state.lock().leak();
+        }
     }
-    // Every lock is held before the first append (two-phase locking).
+    // Every lock is held before the first append (two-phase locking); the
+    // appends themselves may go in any order.
     let mut granted = 0;
     let mut after_delete = false;
-    for (var, is_write, g) in guards.iter_mut() {
-        let a = if *is_write {
-            var.append_write_locked(g, op, deletes)
+    for i in 0..n {
+        let (var, is_write) = all(i);
+        // SAFETY: this thread holds every lock of the op, through leaked
+        // guards; this guard is the only one for this var's lock, and it
+        // is leaked again below.
+        let mut g = unsafe { var.hot.state.reclaim() };
+        let a = if is_write {
+            var.append_write_locked(&mut g, op, deletes)
         } else {
-            var.append_read_locked(g, op)
+            var.append_read_locked(&mut g, op)
         };
+        g.leak();
         granted += a.granted as usize;
         after_delete |= a.after_delete;
     }
     if granted == n {
-        for (var, is_write, g) in guards.iter_mut() {
-            if *is_write {
-                var.make_fast_write_locked(g, op, false);
-            }
+        // Ready at its push: its writes become fast writes before the
+        // locks are released (`fast_write.rs`).
+        for var in writes {
+            // SAFETY: as above.
+            let mut g = unsafe { var.hot.state.reclaim() };
+            var.make_fast_write_locked(&mut g, op, false);
+            g.leak();
         }
     }
-    // Unlocks every var in place: `drop(guards)` moved the whole array
-    // (584 bytes) into the call first, a `memcpy` on every push of three
-    // or more vars.
-    guards.clear();
+    for i in 0..n {
+        // SAFETY: as above; dropping this guard releases the lock.
+        drop(unsafe { all(i).0.hot.state.reclaim() });
+    }
     (granted, after_delete)
 }
 
