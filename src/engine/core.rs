@@ -73,27 +73,36 @@ struct LogEntry {
     tainted: Vec<Arc<VarInner>>,
 }
 
-/// Aborts the process if bookkeeping panics (see the module docs). Created
-/// while already unwinding (a completion dropped by a panicking body), it
-/// only aborts on a second, nested panic — which Rust aborts on anyway.
-struct AbortOnPanic {
-    unwinding_at_start: bool,
-}
+/// Aborts the process if bookkeeping panics (see the module docs).
+///
+/// Every normal exit of a guarded scope disarms the guard
+/// ([`AbortOnPanic::disarm`]), so its drop runs only while a panic unwinds
+/// through the scope, and aborts. Why not a drop that asks
+/// `std::thread::panicking()`: that is a look at the process's panic count
+/// at the guard's creation and another at its drop, on every push and
+/// every completion. A guard made while already unwinding (a completion
+/// dropped by a panicking body) needs no care either: a panic inside it
+/// would be a panic during unwinding, which Rust aborts on anyway.
+#[must_use = "a guard dropped at once guards nothing"]
+struct AbortOnPanic;
 
 impl AbortOnPanic {
+    #[inline]
     fn new() -> Self {
-        AbortOnPanic {
-            unwinding_at_start: std::thread::panicking(),
-        }
+        AbortOnPanic
+    }
+
+    /// Ends the guarded scope without a panic.
+    #[inline]
+    fn disarm(self) {
+        std::mem::forget(self);
     }
 }
 
 impl Drop for AbortOnPanic {
     fn drop(&mut self) {
-        if std::thread::panicking() && !self.unwinding_at_start {
-            eprintln!("depengine: internal panic during op bookkeeping; aborting");
-            std::process::abort();
-        }
+        eprintln!("depengine: internal panic during op bookkeeping; aborting");
+        std::process::abort();
     }
 }
 
@@ -235,6 +244,12 @@ impl Core {
         var.inner.deleted.store(true, Ordering::Release);
     }
 
+    /// [`Core::check_var`] without the error: true when the var passes.
+    #[inline(always)]
+    fn var_usable(&self, var: &Var, check_deleted: bool) -> bool {
+        var.engine() == self.id && !(check_deleted && var.inner.deleted.load(Ordering::Acquire))
+    }
+
     /// The push's checks of one var: made by this engine, and, when
     /// `check_deleted`, not deleted. The engine's id comes from the
     /// handle and the deletion flag is read only once some var has been
@@ -242,6 +257,9 @@ impl Core {
     /// one line per var (the one they append on), not two: a var used
     /// once every few thousand ops has often lost both by its next push.
     fn check_var(&self, var: &Var, op: &str, check_deleted: bool) -> Result<(), EngineError> {
+        if self.var_usable(var, check_deleted) {
+            return Ok(());
+        }
         if var.engine() != self.id {
             let id = var.inner.id;
             return Err(EngineError::ForeignVar {
@@ -320,14 +338,21 @@ impl Core {
             desc.reads.try_each(ask)?;
             desc.writes.try_each(ask)?;
         }
-        let check = |v: &Var| {
+        // A yes or no per var, and the error (which var, and why) only
+        // when some var fails: a `Result` carrying an `EngineError` is
+        // written to and read back from memory for every var.
+        let usable = |v: &Var| {
             v.inner.prefetch();
-            self.check_var(v, &desc.name, check_deleted)
+            self.var_usable(v, check_deleted)
         };
-        desc.reads.try_each(check)?;
-        desc.writes.try_each(check)?;
+        if !(desc.reads.all(usable) && desc.writes.all(usable)) {
+            desc.reads
+                .try_each(|v| self.check_var(v, &desc.name, check_deleted))?;
+            desc.writes
+                .try_each(|v| self.check_var(v, &desc.name, check_deleted))?;
+        }
 
-        let _guard = AbortOnPanic::new();
+        let guard = AbortOnPanic::new();
         let mut block = self.blocks.take();
         // The pool hands out reset blocks (`OpBlock::reset`), whose name,
         // body and signal hold nothing: forgetting the old values instead
@@ -380,6 +405,7 @@ impl Core {
                 None => self.executor().dispatch(self, op, None),
             }
         }
+        guard.disarm();
         Ok(seq)
     }
 
@@ -425,8 +451,9 @@ impl Core {
 
     /// Sends the ops a batch held back where they run (see `batch.rs`).
     pub(crate) fn dispatch_batch(&self, ops: &[OpPtr]) {
-        let _guard = AbortOnPanic::new();
+        let guard = AbortOnPanic::new();
         self.executor().dispatch_batch(self, ops);
+        guard.disarm();
     }
 
     /// Marks this thread as having a batch open on this engine, until
@@ -578,7 +605,7 @@ impl Core {
 
     /// Completes an op: records its failure, releases its vars, recycles it.
     pub(crate) fn complete(&self, op: OpPtr, outcome: Outcome) -> ReadyList {
-        let _guard = AbortOnPanic::new();
+        let guard = AbortOnPanic::new();
         // SAFETY: the completing thread owns the op until it recycles it below.
         let b = unsafe { op.get() };
         let failure = match outcome {
@@ -654,6 +681,7 @@ impl Core {
             let _g = self.idle_lock.lock();
             self.idle_cv.notify_all();
         }
+        guard.disarm();
         ready
     }
 

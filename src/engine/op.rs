@@ -126,6 +126,16 @@ impl<'a> VarList<'a> {
         }
     }
 
+    /// True when `f` holds for every var (stops at the first that fails);
+    /// one match per list, as [`VarList::try_each`].
+    #[inline(always)]
+    pub(crate) fn all(&self, mut f: impl FnMut(&'a Var) -> bool) -> bool {
+        match self.0 {
+            VarListInner::Owned(v) => v.iter().all(&mut f),
+            VarListInner::Refs(v) => v.iter().all(|v| f(v)),
+        }
+    }
+
     /// Appends a slot for each var, in order, to `slots` (one match per
     /// list, as [`VarList::try_each`]).
     #[inline(always)]
