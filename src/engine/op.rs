@@ -115,9 +115,10 @@ impl<'a> VarList<'a> {
     ///
     /// Why not [`VarList::iter`]: its `next` matches on the kind of list
     /// for every var, and a chain of two lists adds a check of which list
-    /// it is in; on the push path that was a tenth of the instructions of
-    /// a one-thread push of `random`. Here the match is made once per list
-    /// and each arm is a plain slice loop.
+    /// it is in. Here the match is made once per list and each arm is a
+    /// plain slice loop: with this and [`VarList::push_slots`], a
+    /// one-thread `random` went from 1,718 to 1,631 instructions per op
+    /// (callgrind).
     #[inline(always)]
     pub(crate) fn try_each<E>(&self, mut f: impl FnMut(&'a Var) -> Result<(), E>) -> Result<(), E> {
         match self.0 {
@@ -490,7 +491,7 @@ impl OpBlock {
 
     /// The vars the op writes and those it only reads, from one look at
     /// `vars`: each look at a small vector checks where its items are,
-    /// and the completion path would look four times.
+    /// and `execute` and `complete` each looked three times.
     #[inline]
     pub(crate) fn split_vars(&self) -> (&[VarSlot], &[VarSlot]) {
         self.vars.split_at(self.nwrites as usize)

@@ -507,7 +507,8 @@ pub(crate) fn append_all(
     // The locks are held without guards (each guard is leaked once its
     // lock is taken, and reclaimed to reach the state or to unlock): a
     // vector of guards cost a capacity check per push and a look at where
-    // its items are per pass, a fifth of the appends of a three-var op.
+    // its items are per pass (one-thread `random`, callgrind: 1,582 ->
+    // 1,492 instructions per op without it).
     //
     // Optimistic: try every lock in the op's own order. Nothing waits while
     // holding a lock taken out of the global order, so this cannot deadlock;
