@@ -4,7 +4,9 @@
 usage: scripts/bench-peers-table.py RESULTS_FILE
 
 Tables: ns per op, median (min-max) per system; the ratio peer / depengine
-of the medians (above 1: depengine is faster); efficiency of the busy
+of the medians (above 1: depengine is faster), and the same against each
+of depengine's other configurations present (helping, pushing, replay,
+and the one-thread naive executor on the rows it ran); efficiency of the busy
 bodies, beside the `ideal` lines (the zero-overhead schedule, `depengine
 bench --ideal`) when present; p50/p99 push-to-start latency and makespan
 of `priority`; and, when the busy rows have more than one body, the
@@ -73,7 +75,11 @@ def cell(f, what="ns"):
     return f.get(what, "")
 
 
-def ratios(rows, base, peers):
+def ratios(rows, base, peers, only_ran=False):
+    """The table of peer / `base` medians and the count of rows each peer
+    leads. `only_ran`: leave out the rows where `base` has no line or only
+    a failed or unsupported one (a system that runs at one worker count
+    only)."""
     if not peers:
         return
     print(f"\nratio peer / {base} of the medians (above 1: {base} is faster):\n")
@@ -82,6 +88,8 @@ def ratios(rows, base, peers):
     leads = {s: [0, 0] for s in peers}
     for (wl, body, w), r in rows.items():
         b = r.get(base)
+        if only_ran and (not b or "status" in b):
+            continue
         out = []
         for s in peers:
             p = r.get(s)
@@ -173,6 +181,12 @@ def main():
     for own in ("depengine-helping", "depengine-pushing", "depengine-replay"):
         if own in systems and base != own:
             ratios(rows, own, [s for s in peers if not s.startswith("depengine")])
+    # The naive executor is one thread in all, as a one-thread OpenMP team
+    # is, where the default engine at "1 worker" is a pusher and a worker:
+    # its own ratios, on the rows it ran (one worker).
+    naive = "depengine-naive"
+    if naive in systems and base != naive:
+        ratios(rows, naive, [s for s in peers if not s.startswith("depengine")], only_ran=True)
     busy = busy_rows(rows)
     if busy:
         print("\nefficiency = ops × body / (workers × time), median run:\n")
