@@ -15,7 +15,9 @@
 # Each line = one system on one workload: median of RUNS runs after a
 # warm-up, with min and max. At the end, markdown tables
 # (scripts/bench-peers-table.py): ns per op; the ratio peer / depengine
-# (above 1: depengine is faster) with the count of rows each peer leads;
+# (above 1: depengine is faster) with the count of rows each peer leads,
+# and the same against each other depengine configuration run (helping,
+# pushing, replay, and the one-thread naive executor on its rows);
 # efficiency of the busy bodies; the minimum effective task granularity
 # when more than one busy body was run; priority latencies.
 #
