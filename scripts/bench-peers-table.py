@@ -176,17 +176,16 @@ def main():
         print(f"| {wl} | {body} | {w} | " + " | ".join(cell(r.get(s)) for s in systems) + " |")
     ratios(rows, base, peers)
     # The helping configurations (the pusher is one of the W threads, as
-    # the peers' is) and the replay (the graph handed over, as oneTBB and
-    # rayon get it) get their own ratios against the peers.
-    for own in ("depengine-helping", "depengine-pushing", "depengine-replay"):
-        if own in systems and base != own:
-            ratios(rows, own, [s for s in peers if not s.startswith("depengine")])
-    # The naive executor is one thread in all, as a one-thread OpenMP team
-    # is, where the default engine at "1 worker" is a pusher and a worker:
-    # its own ratios, on the rows it ran (one worker).
+    # the peers' is), the replay (the graph handed over, as oneTBB and
+    # rayon get it) and the naive executor (one thread in all, as a
+    # one-thread OpenMP team, where the default engine at "1 worker" is a
+    # pusher and a worker; only on the rows it ran) get their own ratios
+    # against the peers.
     naive = "depengine-naive"
-    if naive in systems and base != naive:
-        ratios(rows, naive, [s for s in peers if not s.startswith("depengine")], only_ran=True)
+    for own in ("depengine-helping", "depengine-pushing", "depengine-replay", naive):
+        if own in systems and base != own:
+            others = [s for s in peers if not s.startswith("depengine")]
+            ratios(rows, own, others, only_ran=own == naive)
     busy = busy_rows(rows)
     if busy:
         print("\nefficiency = ops × body / (workers × time), median run:\n")
