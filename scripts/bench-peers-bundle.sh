@@ -6,7 +6,8 @@
 #
 # usage: scripts/bench-peers-bundle.sh DIR
 #   Run scripts/bench-peers.sh here once first, so that the peers are
-#   installed and their drivers built. DIR then holds:
+#   installed and their drivers built (a peer whose driver is not built
+#   here stays out of the bundle). DIR then holds:
 #     depengine            the release binary, stripped
 #     depengine-alt        $DEPENGINE_ALT stripped, when it is set: a second
 #                          build for system depengine-alt (an A/B in one run)
@@ -36,23 +37,35 @@ cd "$(dirname "$0")/.."
 OUT=$1
 TARGET=${CARGO_TARGET_DIR:-$(pwd)/target}
 PEERS=$TARGET/peers
-for f in starpu openmp-gomp openmp-libomp tbb_flow mxnet_engine \
-  rayon-target/release/depengine-rayon-peer mxnet/libmxnet.so; do
-  [[ -f $PEERS/$f ]] || { echo "missing $PEERS/$f: run scripts/bench-peers.sh first" >&2; exit 1; }
+# A peer whose driver is not built here (its package missing on this
+# machine) stays out of the bundle; SYSTEMS there must then leave it out.
+DRIVERS=()
+for f in starpu openmp-gomp openmp-libomp tbb_flow mxnet_engine; do
+  if [[ -f $PEERS/$f ]]; then
+    DRIVERS+=("$PEERS/$f")
+  else
+    echo "note: $PEERS/$f is not built; that peer stays out of the bundle" >&2
+  fi
 done
+RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
+[[ -f $RAYON ]] || echo "note: $RAYON is not built; rayon stays out of the bundle" >&2
+((${#DRIVERS[@]} > 0)) || [[ -f $RAYON ]] ||
+  { echo "no peer driver in $PEERS: run scripts/bench-peers.sh first" >&2; exit 1; }
 cargo build --release --quiet
 mkdir -p "$OUT/peers/rayon-target/release" "$OUT/peers/mxnet" "$OUT/lib"
 strip -o "$OUT/depengine" "$TARGET/release/depengine"
 if [[ -n ${DEPENGINE_ALT:-} ]]; then
   strip -o "$OUT/depengine-alt" "$DEPENGINE_ALT"
 fi
-strip -o "$OUT/peers/rayon-target/release/depengine-rayon-peer" \
-  "$PEERS/rayon-target/release/depengine-rayon-peer"
-cp "$PEERS"/{starpu,openmp-gomp,openmp-libomp,tbb_flow,mxnet_engine} "$OUT/peers/"
-# MXNet's own libraries (150 MB as they are) travel compressed.
-for l in libmxnet.so libopenblas.so.0 libgfortran.so.3; do
-  xz "-${XZ_LEVEL:-6}" -T0 -c "$PEERS/mxnet/$l" >"$OUT/peers/mxnet/$l.xz"
-done
+[[ -f $RAYON ]] && strip -o "$OUT/peers/rayon-target/release/depengine-rayon-peer" "$RAYON"
+((${#DRIVERS[@]} == 0)) || cp "${DRIVERS[@]}" "$OUT/peers/"
+# MXNet's own libraries (150 MB as they are) travel compressed, with its
+# driver only.
+if [[ -f $PEERS/mxnet_engine ]]; then
+  for l in libmxnet.so libopenblas.so.0 libgfortran.so.3; do
+    xz "-${XZ_LEVEL:-6}" -T0 -c "$PEERS/mxnet/$l" >"$OUT/peers/mxnet/$l.xz"
+  done
+fi
 # copy_libs DEST BIN...: copies every library the binaries load into DEST,
 # but glibc's, which the other machine has (a newer one runs binaries
 # linked against an older one), and MXNet's own, which travel compressed.
@@ -68,13 +81,18 @@ copy_libs() {
       esac
     done
 }
-copy_libs "$OUT/lib" "$PEERS"/{starpu,openmp-gomp,openmp-libomp,tbb_flow} "$PEERS/mxnet/libmxnet.so"
+LIBBINS=()
+for b in "${DRIVERS[@]}"; do
+  [[ $(basename "$b") == mxnet_engine ]] && LIBBINS+=("$PEERS/mxnet/libmxnet.so") || LIBBINS+=("$b")
+done
+((${#LIBBINS[@]} == 0)) || copy_libs "$OUT/lib" "${LIBBINS[@]}"
 cat >"$OUT/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs scripts/bench-peers.sh on the binaries of this bundle (see
 # scripts/bench-peers-bundle.sh); run from the repository root.
 set -euo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
+shopt -s nullglob
 for z in "$B"/peers/mxnet/*.xz; do
   [[ -f ${z%.xz} ]] || xz -dkc "$z" >"${z%.xz}" 2>/dev/null ||
     python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$z" "${z%.xz}"
