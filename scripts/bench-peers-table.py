@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Turns the result lines of scripts/bench-peers.sh into markdown tables.
 
-usage: scripts/bench-peers-table.py RESULTS_FILE
+usage: scripts/bench-peers-table.py RESULTS_FILE [RESULTS_FILE...]
+
+Several files are read as one: a run cut short and finished by another
+(the same settings for the rows left), or busy bodies added to a scaling
+run, or the `ideal` lines computed elsewhere. Lines of the same system and
+row from several files count as rounds (below).
 
 Tables: ns per op, median (min-max) per system; the ratio peer / depengine
 of the medians (above 1: depengine is faster), and the same against each
@@ -44,11 +49,14 @@ def merge(lines):
     return f
 
 
-def parse(path):
-    """Rows keyed by (workload, body, workers): system -> its merged line."""
+def parse(*paths):
+    """Rows keyed by (workload, body, workers): system -> its merged line,
+    over the lines of every file in `paths`, in their order."""
     lines, systems = {}, []
-    with open(path, encoding="utf-8") as results:
-        text = results.read().splitlines()
+    text = []
+    for path in paths:
+        with open(path, encoding="utf-8") as results:
+            text += results.read().splitlines()
     for line in text:
         if not line.startswith("workload="):
             continue
@@ -158,7 +166,9 @@ def busy_rows(rows):
 
 
 def main():
-    rows, systems = parse(sys.argv[1])
+    if len(sys.argv) < 2:
+        sys.exit("usage: scripts/bench-peers-table.py RESULTS_FILE [RESULTS_FILE...]")
+    rows, systems = parse(*sys.argv[1:])
     base = "depengine" if "depengine" in systems else systems[0]
     # `ideal` (a scheduler that costs nothing) is the yardstick of the
     # efficiency table, not a peer.

@@ -188,15 +188,46 @@ class Tables(unittest.TestCase):
         # The default engine's table keeps every row.
         self.assertIn("| random | 0 | 2 |  | 3.00 |", text)
 
+    def test_several_files_are_read_as_one(self):
+        first = [
+            line("indep", "depengine", 1300.0, 1200.0, 1400.0, body=1, efficiency=0.38),
+            line("indep", "depengine", 100.0, 90.0, 110.0, rnd=1),
+        ]
+        second = [
+            line("indep", "depengine", 5200.0, 5100.0, 5300.0, body=10, efficiency=0.96),
+            line("indep", "depengine", 300.0, 250.0, 320.0, rnd=2),
+            line("indep", "depengine", 80.0, 70.0, 85.0, rnd=3),
+        ]
+        with results_file(first) as a, results_file(second) as b:
+            rows, _ = table.parse(a, b)
+            text = self.render_files([a, b])
+        # the bodies of both files make one granularity interval
+        self.assertIn("| indep | 2 | 1–10 µs |", text)
+        # lines of one row in both files are rounds: median line, min and max over all
+        f = rows[("indep", "0", 2)]["depengine"]
+        self.assertEqual((float(f["ns_per_op"]), float(f["min"]), float(f["max"])), (100.0, 70.0, 320.0))
+
+    def test_no_file_is_a_usage_error(self):
+        argv, sys.argv = sys.argv, ["bench-peers-table.py"]
+        try:
+            with self.assertRaises(SystemExit) as e:
+                table.main()
+        finally:
+            sys.argv = argv
+        self.assertIn("usage", str(e.exception.code))
+
     def render(self, lines):
-        out = io.StringIO()
         with results_file(lines) as path:
-            argv, sys.argv = sys.argv, ["bench-peers-table.py", path]
-            try:
-                with redirect_stdout(out):
-                    table.main()
-            finally:
-                sys.argv = argv
+            return self.render_files([path])
+
+    def render_files(self, paths):
+        out = io.StringIO()
+        argv, sys.argv = sys.argv, ["bench-peers-table.py", *paths]
+        try:
+            with redirect_stdout(out):
+                table.main()
+        finally:
+            sys.argv = argv
         return out.getvalue()
 
 if __name__ == "__main__":
