@@ -187,9 +187,17 @@ impl PoolShared {
     }
 
     /// Called by a worker that found work after searching or sleeping:
-    /// while more is queued, wakes another (see `sleep.rs`).
+    /// while more is queued, wakes another (see `sleep.rs`), or two while
+    /// the shared FIFO holds a burst.
+    ///
+    /// A completion that makes many ops ready at once (a writer releasing
+    /// its readers) queues them faster than one wake-up after another can
+    /// spread them: each woken worker handing on one wake-up makes a chain
+    /// as long as the pool, two make a tree.
     fn wake_another_if_more(&self) {
-        if self.has_work() {
+        if self.injector.len() > 1 {
+            self.sleep.notify_many(2);
+        } else if self.has_work() {
             self.sleep.notify();
         }
     }
@@ -349,4 +357,58 @@ fn sleep_then_look(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> 
     let op = shared.find(local, index)?;
     shared.wake_another_if_more();
     Some(op)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::ptr::NonNull;
+
+    use super::*;
+
+    /// A pool's shared state without threads: `workers` workers that all
+    /// count as asleep.
+    fn asleep(workers: usize) -> PoolShared {
+        let locals: Vec<Worker<OpPtr>> = (0..workers).map(|_| Worker::new_fifo()).collect();
+        let shared = PoolShared {
+            name: "test".to_string(),
+            injector: Injector::new(),
+            pushers: PusherQueues::new(false),
+            stealers: locals.iter().map(|w| w.stealer()).collect(),
+            prio: Mutex::new(BinaryHeap::new()),
+            prio_len: AtomicUsize::new(0),
+            by_priority: false,
+            sleep: Sleep::new(workers),
+            shutdown: AtomicBool::new(false),
+            max_searching: (workers / 2).max(1),
+        };
+        for w in 0..workers {
+            shared.sleep.pretend_asleep(w);
+        }
+        shared
+    }
+
+    /// Sleepers left after a worker that found work hands the wake-up on
+    /// with `queued` ops in the FIFO. The ops are never run: only their
+    /// count in the queue matters, so they point nowhere.
+    fn sleepers_after_hand_on(queued: usize) -> usize {
+        let shared = asleep(4);
+        for _ in 0..queued {
+            shared.injector.push(OpPtr(NonNull::dangling()));
+        }
+        shared.wake_another_if_more();
+        shared.sleep.sleepers()
+    }
+
+    #[test]
+    fn a_worker_wakes_nobody_one_or_two_by_what_is_queued() {
+        assert_eq!(sleepers_after_hand_on(0), 4, "nothing queued: nobody woken");
+        assert_eq!(sleepers_after_hand_on(1), 3, "one op queued: one woken");
+        // A burst spreads as a tree: each woken worker wakes two.
+        assert_eq!(sleepers_after_hand_on(2), 2, "two queued: two woken");
+        assert_eq!(
+            sleepers_after_hand_on(50),
+            2,
+            "a burst: still two per hand-on"
+        );
+    }
 }

@@ -14,8 +14,10 @@
 //! others sleep. Idle workers that all spin on the same queue fight over
 //! its cache lines with the thread that fills it; a worker that finds
 //! work after searching or after a wake-up, while more is queued, wakes
-//! another, so a backlog still spreads over the whole pool (`pool.rs`,
-//! `sleep_then_look`, says why the wake-up half is needed). (Allowing a
+//! another (two while the pool's FIFO holds more than one op, so that a
+//! burst spreads as a tree rather than a chain), so a backlog still
+//! spreads over the whole pool (`pool.rs`, `sleep_then_look`, says why
+//! the wake-up half is needed). (Allowing a
 //! single searcher measured faster with 2 workers but made 16 workers pay
 //! a wake-up chain on every burst.)
 //!
@@ -168,6 +170,20 @@ impl Sleep {
         self.parkers[index].park();
     }
 
+    /// Counts worker `index` as asleep without parking it, for tests of
+    /// who gets woken (an unpark then only leaves it a token).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn pretend_asleep(&self, index: usize) {
+        self.idle.lock().push(index);
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Workers counted asleep.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn sleepers(&self) -> usize {
+        self.sleepers.load(Ordering::SeqCst)
+    }
+
     /// Wakes every sleeper (shutdown, after the flag the sleepers check in
     /// `has_work` is set).
     pub(crate) fn wake_all(&self) {
@@ -280,7 +296,8 @@ mod loom_models {
     /// A worker as `pool.rs` runs one: look, search if allowed, sleep,
     /// look once more after the sleep; returns once it has taken one item.
     /// Finding an item while searching or after the sleep, with more
-    /// queued, it wakes another worker.
+    /// queued, it wakes another worker, or two with more than one queued
+    /// (`PoolShared::wake_another_if_more`).
     fn worker(s: &Sleep, items: &AtomicUsize, index: usize, searchers: usize) {
         if take(items) {
             return;
@@ -290,19 +307,24 @@ mod loom_models {
                 let found = take(items);
                 s.stop_searching();
                 if found {
-                    if items.load(Ordering::SeqCst) > 0 {
-                        s.notify();
-                    }
+                    hand_on(s, items);
                     return;
                 }
             }
             s.sleep(index, || items.load(Ordering::SeqCst) > 0);
             if take(items) {
-                if items.load(Ordering::SeqCst) > 0 {
-                    s.notify();
-                }
+                hand_on(s, items);
                 return;
             }
+        }
+    }
+
+    /// `PoolShared::wake_another_if_more` on the model's queue.
+    fn hand_on(s: &Sleep, items: &AtomicUsize) {
+        match items.load(Ordering::SeqCst) {
+            0 => {}
+            1 => s.notify(),
+            _ => s.notify_many(2),
         }
     }
 
@@ -391,6 +413,40 @@ mod loom_models {
                 items.fetch_add(1, Ordering::SeqCst);
                 s.notify();
             }
+            for h in handles {
+                h.join().unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn a_burst_woken_once_reaches_every_worker() {
+        // Three workers that may not search, so all go to sleep; three
+        // items queued at once and one wake-up: the woken worker must hand
+        // on (two wake-ups while two are still queued), racing the others'
+        // way to sleep. Each worker holds its item until all are taken, so
+        // one left asleep is a deadlock loom reports.
+        model(|| {
+            let s = Arc::new(Sleep::new(3));
+            let items = Arc::new(AtomicUsize::new(0));
+            let taken = Arc::new((Mutex::new(0usize), Condvar::new()));
+            let handles: Vec<_> = (0..3)
+                .map(|i| {
+                    let (s, items, taken) = (s.clone(), items.clone(), taken.clone());
+                    thread::spawn(move || {
+                        worker(&s, &items, i, 0);
+                        let (n, cv) = &*taken;
+                        let mut n = n.lock();
+                        *n += 1;
+                        cv.notify_all();
+                        while *n < 3 {
+                            cv.wait(&mut n);
+                        }
+                    })
+                })
+                .collect();
+            items.fetch_add(3, Ordering::SeqCst);
+            s.notify();
             for h in handles {
                 h.join().unwrap();
             }
