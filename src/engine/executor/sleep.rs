@@ -381,75 +381,63 @@ mod loom_models {
         });
     }
 
+    /// Starts three workers (at most `searchers` searching at once) that
+    /// each hold the item they took (a long body) until all three are
+    /// taken, then runs `push` on this thread. A worker left asleep leaves
+    /// the other two blocked: a deadlock, which loom reports.
+    fn run_holding(searchers: usize, push: impl Fn(&Sleep, &AtomicUsize)) {
+        let s = Arc::new(Sleep::new(3));
+        let items = Arc::new(AtomicUsize::new(0));
+        let taken = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let (s, items, taken) = (s.clone(), items.clone(), taken.clone());
+                thread::spawn(move || {
+                    worker(&s, &items, i, searchers);
+                    let (n, cv) = &*taken;
+                    let mut n = n.lock();
+                    *n += 1;
+                    cv.notify_all();
+                    while *n < 3 {
+                        cv.wait(&mut n);
+                    }
+                })
+            })
+            .collect();
+        push(&s, &items);
+        for h in handles {
+            h.join().unwrap();
+        }
+    }
+
     #[test]
     fn a_backlog_queued_while_one_searches_reaches_every_worker() {
-        // Three workers, one searching at a time; the pusher queues three
-        // items (skipping the wake-ups while the searcher searches) and
-        // every worker must get one: each holds its item (a long body)
-        // until all are taken, so a worker that is never woken leaves the
-        // other two blocked, a deadlock loom reports. Without the woken
-        // worker's hand-on, the searcher wakes one sleeper and the third
-        // item waits beside the last sleeper.
+        // One worker searching at a time; the pusher queues three items
+        // (skipping the wake-ups while the searcher searches) and every
+        // worker must get one. Without the woken worker's hand-on, the
+        // searcher wakes one sleeper and the third item waits beside the
+        // last sleeper.
         model(|| {
-            let s = Arc::new(Sleep::new(3));
-            let items = Arc::new(AtomicUsize::new(0));
-            let taken = Arc::new((Mutex::new(0usize), Condvar::new()));
-            let handles: Vec<_> = (0..3)
-                .map(|i| {
-                    let (s, items, taken) = (s.clone(), items.clone(), taken.clone());
-                    thread::spawn(move || {
-                        worker(&s, &items, i, 1);
-                        let (n, cv) = &*taken;
-                        let mut n = n.lock();
-                        *n += 1;
-                        cv.notify_all();
-                        while *n < 3 {
-                            cv.wait(&mut n);
-                        }
-                    })
-                })
-                .collect();
-            for _ in 0..3 {
-                items.fetch_add(1, Ordering::SeqCst);
-                s.notify();
-            }
-            for h in handles {
-                h.join().unwrap();
-            }
+            run_holding(1, |s, items| {
+                for _ in 0..3 {
+                    items.fetch_add(1, Ordering::SeqCst);
+                    s.notify();
+                }
+            })
         });
     }
 
     #[test]
     fn a_burst_woken_once_reaches_every_worker() {
-        // Three workers that may not search, so all go to sleep; three
-        // items queued at once and one wake-up: the woken worker must hand
-        // on (two wake-ups while two are still queued), racing the others'
-        // way to sleep. Each worker holds its item until all are taken, so
-        // one left asleep is a deadlock loom reports.
+        // No worker may search, so all go to sleep; three items queued at
+        // once and one wake-up: the woken worker must hand on (two
+        // wake-ups while two are still queued), racing the others' way to
+        // sleep.
         model(|| {
-            let s = Arc::new(Sleep::new(3));
-            let items = Arc::new(AtomicUsize::new(0));
-            let taken = Arc::new((Mutex::new(0usize), Condvar::new()));
-            let handles: Vec<_> = (0..3)
-                .map(|i| {
-                    let (s, items, taken) = (s.clone(), items.clone(), taken.clone());
-                    thread::spawn(move || {
-                        worker(&s, &items, i, 0);
-                        let (n, cv) = &*taken;
-                        let mut n = n.lock();
-                        *n += 1;
-                        cv.notify_all();
-                        while *n < 3 {
-                            cv.wait(&mut n);
-                        }
-                    })
-                })
-                .collect();
-            items.fetch_add(3, Ordering::SeqCst);
-            s.notify();
-            for h in handles {
-                h.join().unwrap();
-            }
+            run_holding(0, |s, items| {
+                items.fetch_add(3, Ordering::SeqCst);
+                s.notify();
+            })
         });
     }
 
