@@ -80,6 +80,25 @@ pub(crate) struct PoolShared {
 }
 
 impl PoolShared {
+    /// The shared state of a pool of `workers` workers, and the workers'
+    /// own deques, whose stealers it holds.
+    fn new(name: &str, workers: usize, by_priority: bool) -> (PoolShared, Vec<Worker<OpPtr>>) {
+        let locals: Vec<Worker<OpPtr>> = (0..workers).map(|_| Worker::new_fifo()).collect();
+        let shared = PoolShared {
+            name: name.to_string(),
+            injector: Injector::new(),
+            pushers: PusherQueues::new(workers <= PUSHER_QUEUES_UP_TO_WORKERS),
+            stealers: locals.iter().map(|w| w.stealer()).collect(),
+            prio: Mutex::new(BinaryHeap::new()),
+            prio_len: AtomicUsize::new(0),
+            by_priority,
+            sleep: Sleep::new(workers),
+            shutdown: AtomicBool::new(false),
+            max_searching: (workers / 2).max(1),
+        };
+        (shared, locals)
+    }
+
     /// Queues a ready op.
     pub(crate) fn push(&self, op: OpPtr) {
         self.enqueue(op);
@@ -195,9 +214,10 @@ impl PoolShared {
     /// spread them: each woken worker handing on one wake-up makes a chain
     /// as long as the pool, two make a tree.
     fn wake_another_if_more(&self) {
-        if self.injector.len() > 1 {
+        let queued = self.injector.len();
+        if queued > 1 {
             self.sleep.notify_many(2);
-        } else if self.has_work() {
+        } else if queued == 1 || self.has_work() {
             self.sleep.notify();
         }
     }
@@ -224,20 +244,9 @@ impl WorkerPool {
         workers: usize,
         by_priority: bool,
     ) -> Result<WorkerPool, EngineError> {
-        let workers = workers.max(1);
-        let locals: Vec<Worker<OpPtr>> = (0..workers).map(|_| Worker::new_fifo()).collect();
-        let shared = Arc::new(PoolShared {
-            name: name.to_string(),
-            injector: Injector::new(),
-            pushers: PusherQueues::new(workers <= PUSHER_QUEUES_UP_TO_WORKERS),
-            stealers: locals.iter().map(|w| w.stealer()).collect(),
-            prio: Mutex::new(BinaryHeap::new()),
-            prio_len: AtomicUsize::new(0),
-            by_priority,
-            sleep: Sleep::new(workers),
-            shutdown: AtomicBool::new(false),
-            max_searching: (workers / 2).max(1),
-        });
+        let (shared, locals) = PoolShared::new(name, workers.max(1), by_priority);
+        let shared = Arc::new(shared);
+        let workers = locals.len();
         let pool = WorkerPool {
             shared: shared.clone(),
             threads: Mutex::new(Vec::with_capacity(workers)),
@@ -368,19 +377,7 @@ mod tests {
     /// A pool's shared state without threads: `workers` workers that all
     /// count as asleep.
     fn asleep(workers: usize) -> PoolShared {
-        let locals: Vec<Worker<OpPtr>> = (0..workers).map(|_| Worker::new_fifo()).collect();
-        let shared = PoolShared {
-            name: "test".to_string(),
-            injector: Injector::new(),
-            pushers: PusherQueues::new(false),
-            stealers: locals.iter().map(|w| w.stealer()).collect(),
-            prio: Mutex::new(BinaryHeap::new()),
-            prio_len: AtomicUsize::new(0),
-            by_priority: false,
-            sleep: Sleep::new(workers),
-            shutdown: AtomicBool::new(false),
-            max_searching: (workers / 2).max(1),
-        };
+        let (shared, _) = PoolShared::new("test", workers, false);
         for w in 0..workers {
             shared.sleep.pretend_asleep(w);
         }
