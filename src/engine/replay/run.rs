@@ -13,14 +13,16 @@
 //! queueing starts another (an engine op without vars that runs
 //! [`Run::help`]), and so does a steal that leaves more queued, so the
 //! helpers a wide release needs start one another. The roots are claimed
-//! from a cursor, a few at a time.
+//! from a cursor, a few at a time; a helper runs the roots it claimed
+//! itself (they are not stolen), the cursor spreading them.
 //!
 //! A helper leaves when it has found nothing for a while ([`LINGER`]): it
 //! gives its deque back to its seat, counts itself out of `active`, then
 //! looks once more and comes back if something appeared (and the pool has
 //! room). Work is never stranded: a node is queued only in the deque of
 //! the running helper that made it ready, and a helper leaves only with
-//! its deque empty, so every queued node is run by its owner or stolen.
+//! its deque empty and its claimed roots run, so every queued node is run
+//! by its owner or stolen.
 //!
 //! The last node to finish (`remaining` reaching zero) hands the outcome to
 //! the replay's op, which then releases its vars.
@@ -203,6 +205,25 @@ impl Linger {
 /// Most roots claimed at a time from the cursor.
 const ROOT_CHUNK: usize = 8;
 
+/// Roots a helper claimed from the cursor and has not run yet: positions
+/// `next..end` of the graph's roots. A helper leaves only once these are
+/// run, so none is stranded.
+#[derive(Default)]
+struct Claimed {
+    next: usize,
+    end: usize,
+}
+
+impl Claimed {
+    fn next(&mut self, roots: &[u32]) -> Option<u32> {
+        if self.next >= self.end {
+            return None;
+        }
+        self.next += 1;
+        Some(roots[self.next - 1])
+    }
+}
+
 /// The state of one replay.
 pub(crate) struct Run {
     graph: Arc<Graph>,
@@ -288,8 +309,9 @@ impl Run {
         // instead of one per node, which every helper would fight over.
         let mut done = 0;
         let mut idle = Linger::new();
+        let mut claimed = Claimed::default();
         loop {
-            if let Some(i) = self.take(seat, &local) {
+            if let Some(i) = self.take(seat, &local, &mut claimed) {
                 done += self.run_from(i, &local);
                 backoff = Backoff::new();
                 idle = Linger::new();
@@ -371,13 +393,21 @@ impl Run {
             || self.next_root.load(Ordering::SeqCst) < self.graph.edges.roots.len()
     }
 
-    /// A node to run: from this helper's deque, the roots not claimed
-    /// yet, or another helper's deque.
-    fn take(self: &Arc<Self>, seat: usize, local: &Worker<u32>) -> Option<u32> {
+    /// A node to run: from this helper's deque, the roots it claimed, the
+    /// roots not claimed yet, or another helper's deque.
+    fn take(
+        self: &Arc<Self>,
+        seat: usize,
+        local: &Worker<u32>,
+        claimed: &mut Claimed,
+    ) -> Option<u32> {
         if let Some(i) = local.pop() {
             return Some(i);
         }
-        if let Some(i) = self.claim_roots(local) {
+        if let Some(i) = claimed.next(&self.graph.edges.roots) {
+            return Some(i);
+        }
+        if let Some(i) = self.claim_roots(claimed) {
             return Some(i);
         }
         let stolen = self
@@ -400,8 +430,12 @@ impl Run {
         stolen
     }
 
-    /// Claims a few roots: runs the first, queues the rest in `local`.
-    fn claim_roots(&self, local: &Worker<u32>) -> Option<u32> {
+    /// Claims a few roots: returns the first and keeps the rest in
+    /// `claimed`, which only this helper reads. Through the deque each
+    /// root cost a push and a pop, whose fence took more time than an
+    /// empty node's body; the chunk is small enough that no helper holds
+    /// back much that another could have run.
+    fn claim_roots(&self, claimed: &mut Claimed) -> Option<u32> {
         let roots = &self.graph.edges.roots;
         let seen = self.next_root.load(Ordering::Relaxed);
         if seen >= roots.len() {
@@ -415,11 +449,10 @@ impl Run {
         if start >= end {
             return None;
         }
-        // Newest first out of a LIFO deque: push in reverse so the roots
-        // still start in push order.
-        for &r in roots[start + 1..end].iter().rev() {
-            local.push(r);
-        }
+        *claimed = Claimed {
+            next: start + 1,
+            end,
+        };
         Some(roots[start])
     }
 
@@ -680,6 +713,21 @@ mod loom_models {
             let (r, cells) = run(&[(&[], &[0]), (&[], &[1]), (&[0, 1], &[2])], 3, None);
             assert_eq!(r, Ok(()));
             assert_eq!(cells, vec![1, 1, 2]);
+        });
+    }
+
+    #[test]
+    fn roots_claimed_two_at_a_time_run_once_before_their_join() {
+        // Eight roots and two helpers: each claim takes two roots and keeps
+        // the second to itself (`Claimed`); the join reads every root.
+        model(|| {
+            let roots: Vec<[u32; 1]> = (0..8).map(|v| [v]).collect();
+            let mut ops: Vec<(&[u32], &[u32])> = roots.iter().map(|w| (&[][..], &w[..])).collect();
+            let all: Vec<u32> = (0..8).collect();
+            ops.push((&all, &[8]));
+            let (r, cells) = run(&ops, 9, None);
+            assert_eq!(r, Ok(()));
+            assert_eq!(cells, vec![1, 1, 1, 1, 1, 1, 1, 1, 2]);
         });
     }
 
