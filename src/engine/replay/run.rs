@@ -37,6 +37,7 @@
 //! countdowns' read-modify-write chains), so the follower sees it.
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::sync::deque::{Stealer, Worker};
@@ -219,25 +220,6 @@ fn count_down(wait: &AtomicU32, alone: bool) -> bool {
     }
 }
 
-/// Roots a helper claimed from the cursor and has not run yet: positions
-/// `next..end` of the graph's roots. A helper leaves only once these are
-/// run, so none is stranded.
-#[derive(Default)]
-struct Claimed {
-    next: usize,
-    end: usize,
-}
-
-impl Claimed {
-    fn next(&mut self, roots: &[u32]) -> Option<u32> {
-        if self.next >= self.end {
-            return None;
-        }
-        self.next += 1;
-        Some(roots[self.next - 1])
-    }
-}
-
 /// The state of one replay.
 pub(crate) struct Run {
     graph: Arc<Graph>,
@@ -337,7 +319,10 @@ impl Run {
         // instead of one per node, which every helper would fight over.
         let mut done = 0;
         let mut idle = Linger::new();
-        let mut claimed = Claimed::default();
+        // Positions in the graph's roots that this helper claimed from the
+        // cursor and has not run yet; it leaves only once they are run, so
+        // none is stranded.
+        let mut claimed = 0..0;
         loop {
             if let Some(i) = self.take(seat, &local, &mut claimed) {
                 done += self.run_from::<ALONE>(i, &local);
@@ -432,13 +417,13 @@ impl Run {
         self: &Arc<Self>,
         seat: usize,
         local: &Worker<u32>,
-        claimed: &mut Claimed,
+        claimed: &mut Range<usize>,
     ) -> Option<u32> {
         if let Some(i) = local.pop() {
             return Some(i);
         }
-        if let Some(i) = claimed.next(&self.graph.edges.roots) {
-            return Some(i);
+        if let Some(k) = claimed.next() {
+            return Some(self.graph.edges.roots[k]);
         }
         if let Some(i) = self.claim_roots(claimed) {
             return Some(i);
@@ -468,7 +453,7 @@ impl Run {
     /// root cost a push and a pop, whose fence took more time than an
     /// empty node's body; the chunk is small enough that no helper holds
     /// back much that another could have run.
-    fn claim_roots(&self, claimed: &mut Claimed) -> Option<u32> {
+    fn claim_roots(&self, claimed: &mut Range<usize>) -> Option<u32> {
         let roots = &self.graph.edges.roots;
         let seen = self.next_root.load(Ordering::Relaxed);
         if seen >= roots.len() {
@@ -482,10 +467,7 @@ impl Run {
         if start >= end {
             return None;
         }
-        *claimed = Claimed {
-            next: start + 1,
-            end,
-        };
+        *claimed = start + 1..end;
         Some(roots[start])
     }
 
@@ -761,7 +743,7 @@ mod loom_models {
     #[test]
     fn roots_claimed_two_at_a_time_run_once_before_their_join() {
         // Eight roots and two helpers: each claim takes two roots and keeps
-        // the second to itself (`Claimed`); the join reads every root.
+        // the second to itself (`claimed`); the join reads every root.
         model(|| {
             let roots: Vec<[u32; 1]> = (0..8).map(|v| [v]).collect();
             let mut ops: Vec<(&[u32], &[u32])> = roots.iter().map(|w| (&[][..], &w[..])).collect();
