@@ -323,9 +323,12 @@ impl Run {
         // cursor and has not run yet; it leaves only once they are run, so
         // none is stranded.
         let mut claimed = 0..0;
+        // The nodes a run of one helper makes ready: nobody steals them, so
+        // a plain stack, where the deque's pop cost a fence per node.
+        let mut mine: Vec<u32> = Vec::new();
         loop {
-            if let Some(i) = self.take(seat, &local, &mut claimed) {
-                done += self.run_from::<ALONE>(i, &local);
+            if let Some(i) = self.take::<ALONE>(seat, &local, &mut mine, &mut claimed) {
+                done += self.run_from::<ALONE>(i, &local, &mut mine);
                 backoff = Backoff::new();
                 idle = Linger::new();
                 continue;
@@ -413,13 +416,18 @@ impl Run {
     /// chose once there were two loops, it made the 2-worker `fan` about a
     /// fifth slower (minimum 29 -> 35 ns per op).
     #[inline(always)]
-    fn take(
+    fn take<const ALONE: bool>(
         self: &Arc<Self>,
         seat: usize,
         local: &Worker<u32>,
+        mine: &mut Vec<u32>,
         claimed: &mut Range<usize>,
     ) -> Option<u32> {
-        if let Some(i) = local.pop() {
+        if ALONE {
+            if let Some(i) = mine.pop() {
+                return Some(i);
+            }
+        } else if let Some(i) = local.pop() {
             return Some(i);
         }
         if let Some(k) = claimed.next() {
@@ -481,7 +489,15 @@ impl Run {
     /// need no locked instruction, which was most of an empty node's time.
     /// A parameter of the type, not a flag tested per successor: the test
     /// cost the other runs 9 instructions per node (callgrind, `chain`).
-    fn run_from<const ALONE: bool>(self: &Arc<Self>, i: u32, local: &Worker<u32>) -> usize {
+    ///
+    /// The others it makes ready go to `mine` when `ALONE` (no helper
+    /// can steal them), to the deque `local` otherwise.
+    fn run_from<const ALONE: bool>(
+        self: &Arc<Self>,
+        i: u32,
+        local: &Worker<u32>,
+        mine: &mut Vec<u32>,
+    ) -> usize {
         let edges = &self.graph.edges;
         let wait = &self.counts().wait;
         let mut next = Some(i);
@@ -497,6 +513,8 @@ impl Run {
                 if sole || count_down(&wait[s as usize], ALONE) {
                     if next.is_none() {
                         next = Some(s);
+                    } else if ALONE {
+                        mine.push(s);
                     } else {
                         local.push(s);
                         queued = true;
