@@ -16,6 +16,13 @@
 //! from a cursor, a few at a time; a helper runs the roots it claimed
 //! itself (they are not stolen), the cursor spreading them.
 //!
+//! A run allowed one helper (a CPU pool of one worker) never starts
+//! another: `add_helper` finds the one seat taken, and the helper that
+//! leaves and comes back is the thread that started the run. Such a run
+//! is on one thread from its first node to its last, so it counts its
+//! countdowns down with a plain load and store and keeps the nodes it
+//! makes ready in a plain stack instead of its deque (`ALONE` in the code).
+//!
 //! A helper leaves when it has found nothing for a while ([`LINGER`]): it
 //! gives its deque back to its seat, counts itself out of `active`, then
 //! looks once more and comes back if something appeared (and the pool has
@@ -208,7 +215,7 @@ const ROOT_CHUNK: usize = 8;
 
 /// Counts one finished predecessor off a countdown; true when it reached
 /// zero. `alone`: no other thread uses the run's countdowns (a run of one
-/// helper, see [`Run::run_from`]), so a plain load and store do.
+/// helper, see the module's docs), so a plain load and store do.
 #[inline(always)]
 fn count_down(wait: &AtomicU32, alone: bool) -> bool {
     if alone {
@@ -309,7 +316,8 @@ impl Run {
         }
     }
 
-    /// [`Run::help`]'s loop; `ALONE` as in [`Run::run_from`].
+    /// [`Run::help`]'s loop; `ALONE`: the run is allowed one helper (see
+    /// the module's docs).
     #[inline(never)]
     fn help_loop<const ALONE: bool>(self: &Arc<Self>) {
         let (mut seat, mut local) = self.take_seat();
@@ -480,18 +488,14 @@ impl Run {
     }
 
     /// Runs node `i`, then each first successor it makes ready, queueing
-    /// the others; returns how many nodes it ran (or skipped).
+    /// the others (in `mine` when `ALONE`, a run of one helper as the
+    /// module's docs say; in the deque `local` otherwise); returns how
+    /// many nodes it ran (or skipped).
     ///
-    /// `ALONE`: the run is allowed one helper, so it runs on the thread
-    /// that started it from its first node to its last (no helper is ever
-    /// spawned: `add_helper` finds the one seat taken; the helper that
-    /// leaves and comes back is that same thread). Its countdowns then
-    /// need no locked instruction, which was most of an empty node's time.
-    /// A parameter of the type, not a flag tested per successor: the test
-    /// cost the other runs 9 instructions per node (callgrind, `chain`).
-    ///
-    /// The others it makes ready go to `mine` when `ALONE` (no helper
-    /// can steal them), to the deque `local` otherwise.
+    /// `ALONE` spares the countdowns their locked instruction, which was
+    /// most of an empty node's time. It is a const parameter, not a flag
+    /// tested per successor: the test cost the other runs 9 instructions
+    /// per node (callgrind, `chain`).
     fn run_from<const ALONE: bool>(
         self: &Arc<Self>,
         i: u32,
