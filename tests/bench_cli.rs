@@ -239,3 +239,38 @@ fn replay_runs_name_their_system_and_refuse_priority_and_roundtrip() {
     let err = refused(&["--replay", "--batch", "8"]);
     assert!(err.contains("--batch"), "{err}");
 }
+
+#[test]
+fn serial_runs_report_one_thread_and_refuse_roundtrip() {
+    // On a 2-worker engine the serial scope still runs every op on the
+    // pushing thread: one thread, and a busy body's time per op is its
+    // body's at least.
+    let line = result_line(&[
+        "--workload",
+        "random",
+        "--ops",
+        "500",
+        "--body-us",
+        "1",
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        "--serial",
+    ]);
+    let line = line.as_str();
+    assert_eq!(field(line, "system"), "depengine-per-device-serial");
+    assert_eq!(field(line, "workers"), "1");
+    let ns: f64 = field(line, "ns_per_op").parse().unwrap();
+    assert!(ns >= 1_000.0, "{line}");
+    let err = refused(&["--workload", "roundtrip", "--serial"]);
+    assert!(
+        err.contains("--serial") && err.contains("roundtrip"),
+        "{err}"
+    );
+    let err = refused(&["--workload", "chain", "--serial", "--replay"]);
+    assert!(
+        err.contains("--serial") || err.contains("--replay"),
+        "{err}"
+    );
+}

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{thread, Arc, Condvar, Mutex};
 use crate::{
-    Batch, Completion, Engine, EngineError, OpDesc, PrivateAccess, PrivateVar, Replay, Var,
+    Batch, Completion, Engine, EngineError, OpDesc, PrivateAccess, PrivateVar, Replay, Serial, Var,
 };
 
 use super::trace::{Trace, TraceOp};
@@ -69,10 +69,11 @@ fn gather<'v>(
     writes.extend(trace.writes(op).iter().map(|&v| &vars[v as usize]));
 }
 
-/// Where the replay pushes: the engine, or an open batch.
+/// Where the replay pushes: the engine, an open batch, or a serial scope.
 enum Target<'e, 'b, 'c> {
     Engine(&'e Engine),
     Batch(&'b mut Batch<'c>),
+    Serial(&'b mut Serial<'c>),
 }
 
 impl Target<'_, '_, '_> {
@@ -83,6 +84,23 @@ impl Target<'_, '_, '_> {
         match self {
             Target::Engine(e) => e.push(desc, body),
             Target::Batch(b) => b.push(desc, body),
+            Target::Serial(s) => s.push(desc, body),
+        }
+    }
+
+    fn new_var(&self) -> Var {
+        match self {
+            Target::Engine(e) => e.new_var(),
+            Target::Batch(_) => unreachable!("a run's batches are opened by the run"),
+            Target::Serial(s) => s.new_var(),
+        }
+    }
+
+    fn wait_for_all(&mut self) -> Result<(), EngineError> {
+        match self {
+            Target::Engine(e) => e.wait_for_all(),
+            Target::Batch(_) => unreachable!("a run's batches are opened by the run"),
+            Target::Serial(s) => s.wait_for_all(),
         }
     }
 }
@@ -99,13 +117,44 @@ pub fn run_trace_batched(
     counter: Option<&Arc<AtomicUsize>>,
     batch: usize,
 ) -> Result<RunResult, EngineError> {
-    let vars: Vec<Var> = (0..trace.vars).map(|_| engine.new_var()).collect();
+    let (vars, result) = timed_pushes(Target::Engine(engine), trace, counter, batch)?;
+    finish_run(engine, vars, result)
+}
+
+/// [`run_trace`] in a [`Serial`] scope ([`Engine::serial`]): every op runs
+/// at its push, on this thread, without the var protocol.
+///
+/// # Errors
+///
+/// [`EngineError::SharedEngine`] while other clones of `engine` exist; any
+/// other error of the engine (none is expected).
+pub fn run_trace_serial(
+    engine: &mut Engine,
+    trace: &Trace,
+    counter: Option<&Arc<AtomicUsize>>,
+) -> Result<RunResult, EngineError> {
+    let (vars, result) = {
+        let mut serial = engine.serial()?;
+        timed_pushes(Target::Serial(&mut serial), trace, counter, 0)?
+    };
+    finish_run(engine, vars, result)
+}
+
+/// Creates the trace's vars, then (timed) pushes every op in order and
+/// waits for all.
+fn timed_pushes(
+    mut target: Target<'_, '_, '_>,
+    trace: &Trace,
+    counter: Option<&Arc<AtomicUsize>>,
+    batch: usize,
+) -> Result<(Vec<Var>, RunResult), EngineError> {
+    let vars: Vec<Var> = (0..trace.vars).map(|_| target.new_var()).collect();
     let high = trace.ops.iter().filter(|o| o.priority > 0).count();
     let starts: Arc<Vec<AtomicU64>> = Arc::new((0..high).map(|_| AtomicU64::new(0)).collect());
     let mut pushes: Vec<u64> = Vec::with_capacity(high);
     let mut reads: Vec<&Var> = Vec::with_capacity(32);
     let mut writes: Vec<&Var> = Vec::with_capacity(4);
-    engine.wait_for_all()?;
+    target.wait_for_all()?;
     let start = Instant::now();
     let mut push_op = |target: &mut Target<'_, '_, '_>, op: &TraceOp| {
         gather(trace, op, &vars, &mut reads, &mut writes);
@@ -145,21 +194,23 @@ pub fn run_trace_batched(
             })
         }
     };
-    if batch == 0 {
-        let mut target = Target::Engine(engine);
-        for op in &trace.ops {
-            push_op(&mut target, op)?;
+    match (&mut target, batch) {
+        (Target::Engine(engine), b) if b > 0 => {
+            for chunk in trace.ops.chunks(b) {
+                engine.batch(|b| {
+                    let mut target = Target::Batch(b);
+                    chunk.iter().try_for_each(|op| push_op(&mut target, op))
+                })?;
+            }
         }
-    } else {
-        for chunk in trace.ops.chunks(batch) {
-            engine.batch(|b| {
-                let mut target = Target::Batch(b);
-                chunk.iter().try_for_each(|op| push_op(&mut target, op))
-            })?;
+        _ => {
+            for op in &trace.ops {
+                push_op(&mut target, op)?;
+            }
         }
     }
     let push_elapsed = start.elapsed();
-    engine.wait_for_all()?;
+    target.wait_for_all()?;
     let elapsed = start.elapsed();
     let latencies_ns = pushes
         .iter()
@@ -168,7 +219,14 @@ pub fn run_trace_batched(
         .collect();
     drop(reads);
     drop(writes);
-    finish_run(engine, vars, elapsed, push_elapsed, latencies_ns)
+    Ok((
+        vars,
+        RunResult {
+            elapsed,
+            push_elapsed,
+            latencies_ns,
+        },
+    ))
 }
 
 /// Deletes a run's vars and waits until they are gone (untimed).
@@ -183,16 +241,10 @@ fn delete_vars(engine: &Engine, vars: Vec<Var>) -> Result<(), EngineError> {
 fn finish_run(
     engine: &Engine,
     vars: Vec<Var>,
-    elapsed: Duration,
-    push_elapsed: Duration,
-    latencies_ns: Vec<u64>,
+    result: RunResult,
 ) -> Result<RunResult, EngineError> {
     delete_vars(engine, vars)?;
-    Ok(RunResult {
-        elapsed,
-        push_elapsed,
-        latencies_ns,
-    })
+    Ok(result)
 }
 
 /// Which vars a replayed trace's nodes name ([`run_trace_replay`]).
@@ -393,7 +445,15 @@ pub fn run_trace_pushers(
     pushed?;
     engine.wait_for_all()?;
     let elapsed = start.elapsed();
-    finish_run(engine, vars, elapsed, push_elapsed, Vec::new())
+    finish_run(
+        engine,
+        vars,
+        RunResult {
+            elapsed,
+            push_elapsed,
+            latencies_ns: Vec::new(),
+        },
+    )
 }
 
 /// One handoff slot between the pushing side and the completing thread.

@@ -35,7 +35,7 @@ use super::counter::ShardedCounter;
 use super::error::{EngineError, Failure, FailureKind};
 use super::executor::Executor;
 use super::op::{
-    AsyncResult, Body, Context, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property, VarVec,
+    AsyncResult, Body, Context, CtxOp, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property, VarVec,
     PHASE_BODY_RETURNED, PHASE_DONE_IN_BODY, PHASE_IN_BODY,
 };
 use super::ready::ReadyList;
@@ -228,7 +228,7 @@ impl Core {
     /// Some var of this engine has been deleted: pushes must check their
     /// vars' deletion flags.
     #[inline]
-    fn any_deleted(&self) -> bool {
+    pub(crate) fn any_deleted(&self) -> bool {
         self.any_deleted.load(Ordering::Acquire)
     }
 
@@ -246,7 +246,7 @@ impl Core {
 
     /// [`Core::check_var`] without the error: true when the var passes.
     #[inline(always)]
-    fn var_usable(&self, var: &Var, check_deleted: bool) -> bool {
+    pub(crate) fn var_usable(&self, var: &Var, check_deleted: bool) -> bool {
         var.engine() == self.id && !(check_deleted && var.inner.deleted.load(Ordering::Acquire))
     }
 
@@ -256,7 +256,12 @@ impl Core {
     /// deleted, so that the pushes of an engine that deletes nothing read
     /// one line per var (the one they append on), not two: a var used
     /// once every few thousand ops has often lost both by its next push.
-    fn check_var(&self, var: &Var, op: &str, check_deleted: bool) -> Result<(), EngineError> {
+    pub(crate) fn check_var(
+        &self,
+        var: &Var,
+        op: &str,
+        check_deleted: bool,
+    ) -> Result<(), EngineError> {
         if self.var_usable(var, check_deleted) {
             return Ok(());
         }
@@ -479,7 +484,7 @@ impl Core {
         BATCH_ENGINES.with(|b| b.borrow().contains(&self.id))
     }
 
-    fn check_context(&self, ctx: Context, op: &str) -> Result<(), EngineError> {
+    pub(crate) fn check_context(&self, ctx: Context, op: &str) -> Result<(), EngineError> {
         if let Some(id) = ctx.gpu_id() {
             if id >= self.config.gpus {
                 return Err(EngineError::UnknownContext {
@@ -543,16 +548,19 @@ impl Core {
         }
         // SAFETY: as above, the owning thread takes the body exactly once.
         let body = unsafe { std::mem::replace(&mut *b.body.get(), Body::Empty) };
-        let ctx = OpCtx { block: b, worker };
+        let ctx = OpCtx {
+            op: CtxOp::Block(b),
+            worker,
+        };
         let prev = CURRENT_ENGINE.with(|c| c.replace(self.id));
         let outcome = match body {
             Body::Empty => Outcome::Ok,
             Body::Sync(f) => run_caught(|| f(&ctx)),
             Body::Shared(f) => run_caught(|| f(&ctx)),
             Body::InlineSync(f) => run_caught(|| f.call(&ctx)),
-            Body::Async(f) => return self.run_async(op, &ctx, prev, |c, done| f(c, done)),
+            Body::Async(f) => return self.run_async(op, b, &ctx, prev, |c, done| f(c, done)),
             Body::InlineAsync(f) => {
-                return self.run_async(op, &ctx, prev, |c, done| f.call(c, done))
+                return self.run_async(op, b, &ctx, prev, |c, done| f.call(c, done))
             }
         };
         CURRENT_ENGINE.with(|c| c.set(prev));
@@ -564,11 +572,11 @@ impl Core {
     fn run_async(
         &self,
         op: OpPtr,
+        b: &OpBlock,
         ctx: &OpCtx<'_>,
         prev: u64,
         call: impl FnOnce(&OpCtx<'_>, Completion),
     ) -> ReadyList {
-        let b = ctx.block;
         b.async_phase.store(PHASE_IN_BODY, Ordering::Relaxed);
         let completion = Completion::new(self.arc(), op);
         // A panic drops the completion during unwinding, which fails
@@ -932,6 +940,35 @@ impl Core {
                 more: others,
             }),
         }
+    }
+
+    // ------------------------------------------------------------------
+    // Serial scopes (`serial.rs`)
+    // ------------------------------------------------------------------
+
+    /// Blocks until no op is pending, as `wait_for_all` does, but leaves
+    /// the failures for a later wait to report.
+    pub(crate) fn wait_quiet(&self, call: &'static str) -> Result<(), EngineError> {
+        self.check_blocking(call)?;
+        self.wait_idle(self.config.wait_helps)
+    }
+
+    /// The sequence number the next pushed op gets.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.pushed.load(Ordering::SeqCst)
+    }
+
+    /// Counts `n` ops that a serial scope ran outside the protocol as
+    /// pushed and completed. Completed first, so that `pending` never
+    /// shows them as pending.
+    pub(crate) fn count_serial(&self, n: u64) {
+        self.completed.add(n);
+        self.pushed.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// True while some var carries a failure no wait has cleared.
+    pub(crate) fn some_var_failed(&self) -> bool {
+        !self.failed_vars.none()
     }
 
     pub(crate) fn pending(&self) -> usize {

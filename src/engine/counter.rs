@@ -58,6 +58,11 @@ impl ShardedCounter {
         self.shards[shard_index()].fetch_add(1, Ordering::SeqCst);
     }
 
+    /// Adds `n` on the calling thread's shard (SeqCst).
+    pub(crate) fn add(&self, n: u64) {
+        self.shards[shard_index()].fetch_add(n, Ordering::SeqCst);
+    }
+
     /// The sum of the shards, each read with SeqCst.
     pub(crate) fn sum(&self) -> u64 {
         self.shards.iter().map(|s| s.load(Ordering::SeqCst)).sum()

@@ -210,6 +210,16 @@ pub enum EngineError {
         /// The most nodes a replay holds.
         max: usize,
     },
+    /// [`Engine::serial`](crate::Engine::serial) was asked of a handle
+    /// that other clones share: one of them could push or wait from
+    /// another thread while the scope runs ops outside the var protocol.
+    #[error("`Engine::serial` needs the only handle to engine #{engine}, but {handles} handles share it: drop the other clones first, or push through `Engine::push`")]
+    SharedEngine {
+        /// The engine.
+        engine: u64,
+        /// How many handles share it, the caller's included.
+        handles: usize,
+    },
 }
 
 impl EngineError {

@@ -41,6 +41,8 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 
 use super::completion::Completion;
+#[cfg(test)]
+use super::op::CtxOp;
 use super::op::{OpCtx, OpResult};
 
 /// Words of closure state an op's body stores inline.
@@ -324,7 +326,7 @@ mod tests {
     fn with_ctx<R>(f: impl FnOnce(&OpCtx<'_>) -> R) -> R {
         let block = OpBlock::empty();
         f(&OpCtx {
-            block: &block,
+            op: CtxOp::Block(&block),
             worker: None,
         })
     }

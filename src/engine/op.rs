@@ -315,29 +315,50 @@ impl fmt::Debug for OpDesc<'_> {
 
 /// What a running op body can see about itself.
 pub struct OpCtx<'a> {
-    pub(crate) block: &'a OpBlock,
+    pub(crate) op: CtxOp<'a>,
     pub(crate) worker: Option<usize>,
+}
+
+/// Where a running body's facts about its op come from.
+pub(crate) enum CtxOp<'a> {
+    /// An op pushed through the var protocol: its block.
+    Block(&'a OpBlock),
+    /// An op a [`Serial`](crate::Serial) scope runs at its push, which has
+    /// no block: its description and sequence number.
+    Serial { desc: &'a OpDesc<'a>, seq: u64 },
 }
 
 impl OpCtx<'_> {
     /// The op's name.
     pub fn name(&self) -> &str {
-        &self.block.name
+        match &self.op {
+            CtxOp::Block(b) => &b.name,
+            CtxOp::Serial { desc, .. } => &desc.name,
+        }
     }
 
     /// The op's context.
     pub fn context(&self) -> Context {
-        self.block.context
+        match &self.op {
+            CtxOp::Block(b) => b.context,
+            CtxOp::Serial { desc, .. } => desc.context,
+        }
     }
 
     /// The op's priority.
     pub fn priority(&self) -> i32 {
-        self.block.priority
+        match &self.op {
+            CtxOp::Block(b) => b.priority,
+            CtxOp::Serial { desc, .. } => desc.priority,
+        }
     }
 
     /// Engine-wide push sequence number of this op.
     pub fn seq(&self) -> u64 {
-        self.block.seq
+        match &self.op {
+            CtxOp::Block(b) => b.seq,
+            CtxOp::Serial { seq, .. } => *seq,
+        }
     }
 
     /// Index of the worker running the op within its pool, or `None` when it
@@ -349,18 +370,23 @@ impl OpCtx<'_> {
 
     /// True when the op declared `var` among the vars it reads (and not writes).
     pub fn declares_read(&self, var: &Var) -> bool {
-        self.block
-            .reads()
-            .iter()
-            .any(|v| v.var.addr() == Arc::as_ptr(&var.inner) as usize)
+        let addr = Arc::as_ptr(&var.inner) as usize;
+        match &self.op {
+            CtxOp::Block(b) => b.reads().iter().any(|v| v.var.addr() == addr),
+            // Rule 2: a var both read and written is written.
+            CtxOp::Serial { desc, .. } => {
+                desc.reads.iter().any(|v| v == var) && !desc.writes.iter().any(|v| v == var)
+            }
+        }
     }
 
     /// True when the op declared `var` among the vars it writes.
     pub fn declares_write(&self, var: &Var) -> bool {
-        self.block
-            .writes()
-            .iter()
-            .any(|v| v.var.addr() == Arc::as_ptr(&var.inner) as usize)
+        let addr = Arc::as_ptr(&var.inner) as usize;
+        match &self.op {
+            CtxOp::Block(b) => b.writes().iter().any(|v| v.var.addr() == addr),
+            CtxOp::Serial { desc, .. } => desc.writes.iter().any(|v| v == var),
+        }
     }
 }
 

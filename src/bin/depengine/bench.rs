@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use depengine::bench::{
-    ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, ReplayVars, Spec,
-    Summary, TraceReplay, Workload,
+    ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, run_trace_serial,
+    ReplayVars, Spec, Summary, TraceReplay, Workload,
 };
 use depengine::{Engine, EngineKind};
 
@@ -76,6 +76,13 @@ pub(crate) struct BenchArgs {
     /// `-replay-vars`).
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal", "batch", "pushers", "help_push"])]
     replay: bool,
+    /// Run the ops in a serial scope (`Engine::serial`): each runs at its
+    /// push, on the pushing thread, without the var protocol. The run uses
+    /// that one thread whatever --workers says: the line reports
+    /// `workers=1`. Not for roundtrip, whose async ops complete on another
+    /// thread. The line's system gets `-serial`.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal", "batch", "pushers", "replay", "help_wait"])]
+    serial: bool,
     /// With --replay: the workload's vars are engine vars.
     #[arg(long, requires = "replay")]
     replay_engine_vars: bool,
@@ -123,6 +130,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
+    if args.serial && args.workload == Workload::Roundtrip {
+        return Err(
+            "--serial does not apply to roundtrip: its async ops complete on another thread".into(),
+        );
+    }
     if args.pushers == 0 {
         return Err("--pushers must be at least 1".into());
     }
@@ -160,10 +172,12 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.pooled_op_blocks {
         builder = builder.pooled_op_blocks(n);
     }
-    let engine = builder.build()?;
-    // The naive executor runs every op on the thread that makes it ready:
-    // the pushing thread is its one worker.
+    let mut engine = builder.build()?;
+    // The naive executor runs every op on the thread that makes it ready,
+    // and a serial scope on the thread that pushes it: the pushing thread
+    // is the one worker.
     let workers: usize = match engine.pools().first() {
+        Some(_) if args.serial => 1,
         Some(p) => p.1 + usize::from(args.help_wait),
         None => 1,
     };
@@ -187,6 +201,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             "-replay"
         };
+    }
+    if args.serial {
+        system += "-serial";
     }
     if let Some(n) = args.pooled_op_blocks {
         system += &format!("-pool{n}");
@@ -223,9 +240,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             None
         };
-        let run_once = || {
+        let mut run_once = || {
             if let Some(captured) = &captured {
                 captured.run(&engine)
+            } else if args.serial {
+                run_trace_serial(&mut engine, &trace, None)
             } else if args.pushers > 1 {
                 run_trace_pushers(&engine, &trace, None, args.pushers)
             } else {

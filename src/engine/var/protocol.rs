@@ -289,7 +289,7 @@ impl VarInner {
     /// Only the write holding the var bumps it, so no read-modify-write (a
     /// locked instruction) is needed.
     #[inline]
-    fn bump_version(&self) {
+    pub(crate) fn bump_version(&self) {
         let v = self.done.version.load(Ordering::Relaxed);
         self.done.version.store(v + 1, Ordering::Release);
     }
