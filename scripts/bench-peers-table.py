@@ -11,7 +11,8 @@ row from several files count as rounds (below).
 Tables: ns per op, median (min-max) per system; the ratio peer / depengine
 of the medians (above 1: depengine is faster), and the same against each
 of depengine's other configurations present (helping, pushing, replay,
-and the one-thread naive executor on the rows it ran); efficiency of the busy
+and the one-thread naive executor and serial scope on the rows they ran);
+efficiency of the busy
 bodies, beside the `ideal` lines (the zero-overhead schedule, `depengine
 bench --ideal`) when present; p50/p99 push-to-start latency and makespan
 of `priority`; and, when the busy rows have more than one body, the
@@ -187,15 +188,15 @@ def main():
     ratios(rows, base, peers)
     # The helping configurations (the pusher is one of the W threads, as
     # the peers' is), the replay (the graph handed over, as oneTBB and
-    # rayon get it) and the naive executor (one thread in all, as a
-    # one-thread OpenMP team, where the default engine at "1 worker" is a
-    # pusher and a worker; only on the rows it ran) get their own ratios
-    # against the peers.
-    naive = "depengine-naive"
-    for own in ("depengine-helping", "depengine-pushing", "depengine-replay", naive):
+    # rayon get it), the naive executor and the serial scope (one thread
+    # in all, as a one-thread OpenMP team, where the default engine at "1
+    # worker" is a pusher and a worker; only on the rows they ran) get
+    # their own ratios against the peers.
+    one_thread = ("depengine-naive", "depengine-serial")
+    for own in ("depengine-helping", "depengine-pushing", "depengine-replay") + one_thread:
         if own in systems and base != own:
             others = [s for s in peers if not s.startswith("depengine")]
-            ratios(rows, own, others, only_ran=own == naive)
+            ratios(rows, own, others, only_ran=own in one_thread)
     busy = busy_rows(rows)
     if busy:
         print("\nefficiency = ops × body / (workers × time), median run:\n")

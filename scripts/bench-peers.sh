@@ -41,7 +41,8 @@
 #   WORKLOADS="..." subset of: indep indep-novars chain readers wavefront fan
 #                  rwmix random randsum priority roundtrip
 #   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pushing
-#                  depengine-pooled depengine-naive depengine-alt depengine-batch depengine-pushers
+#                  depengine-pooled depengine-naive depengine-serial depengine-alt
+#                  depengine-batch depengine-pushers
 #                  depengine-replay mxnet starpu
 #                  openmp-gomp openmp-libomp tbb-flow rayon ideal
 #                  (depengine-batch: depengine pushing through Engine::batch,
@@ -57,6 +58,9 @@
 #                  get it; not for priority or roundtrip)
 #                  (depengine-naive: the naive executor, every op run on the
 #                  thread that makes it ready; one thread in all, so 1 worker only)
+#                  (depengine-serial: the naive executor's ops pushed in a
+#                  serial scope, `Engine::serial`: each runs at its push
+#                  without the var protocol; 1 worker only, not roundtrip)
 #                  (ideal: no system but the zero-overhead schedule of the
 #                  same trace on the same workers, `depengine bench --ideal`,
 #                  the yardstick of the efficiency table; seconds to compute)
@@ -248,6 +252,14 @@ for wl in $WORKLOADS; do
                 echo "$tag unsupported" | emit
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --runs "$RUNS" --engine naive
+              fi ;;
+            depengine-serial)
+              # One thread in all too, in a serial scope (Engine::serial):
+              # each op runs at its push without the var protocol.
+              if ((w != 1)) || [[ $wl == roundtrip ]]; then
+                echo "$tag unsupported" | emit
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --runs "$RUNS" --engine naive --serial
               fi ;;
             mxnet)
               for k in $MXNET_ENGINES; do

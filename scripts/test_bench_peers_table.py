@@ -188,6 +188,20 @@ class Tables(unittest.TestCase):
         # The default engine's table keeps every row.
         self.assertIn("| random | 0 | 2 |  | 3.00 |", text)
 
+    def test_the_serial_scope_gets_ratios_on_the_rows_it_ran_alone(self):
+        text = self.render([
+            line("chain", "depengine", 300.0, 290.0, 310.0, workers=1),
+            line("chain", "depengine-serial", 50.0, 45.0, 55.0, workers=1),
+            line("chain", "openmp-libomp", 100.0, 90.0, 110.0, workers=1),
+            line("chain", "depengine", 330.0, 320.0, 340.0, workers=2),
+            line("chain", "depengine-serial", status="unsupported", workers=2),
+            line("chain", "openmp-libomp", 990.0, 980.0, 999.0, workers=2),
+        ])
+        serial = text[text.index("ratio peer / depengine-serial of the medians"):]
+        self.assertIn("| chain | 0 | 1 | 2.00 |", serial)
+        self.assertNotIn("| chain | 0 | 2 |", serial)
+        self.assertIn("openmp-libomp 0 of 1.", serial)
+
     def test_several_files_are_read_as_one(self):
         first = [
             line("indep", "depengine", 1300.0, 1200.0, 1400.0, body=1, efficiency=0.38),

@@ -84,7 +84,6 @@ mod operator;
 mod prefetch;
 mod ready;
 pub(crate) mod replay;
-#[cfg(not(loom))]
 mod serial;
 mod signal;
 mod var;
@@ -106,7 +105,6 @@ pub use error::{BuildError, EngineError, Failure, FailureKind, OpError};
 pub use op::{Context, OpCtx, OpDesc, OpResult, Property, VarList};
 pub use operator::Operator;
 pub use replay::{PrivateAccess, PrivateVar, Replay, ReplayBuilder};
-#[cfg(not(loom))]
 pub use serial::Serial;
 pub use var::{Var, VarId};
 
