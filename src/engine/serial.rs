@@ -15,8 +15,9 @@
 //!   `Arc::get_mut` that no other clone exists (which synchronizes with
 //!   the drops of the clones that did). New clones are made from a handle,
 //!   and the one there is stays borrowed by the [`Serial`] until it drops.
-//!   Worker threads and completion handles hold the core, not a handle:
-//!   they only run and complete ops already pushed.
+//!   Worker threads, completion handles and replay builders hold the
+//!   core, not a handle: the first two only run and complete ops pushed
+//!   before the entry, and a replay builder only checks and creates vars.
 //! - *Nothing pending.* The entry waits until every op pushed before it has
 //!   completed; only this thread can push after that, and every op that
 //!   goes through the protocol from the scope (below) is waited for before
