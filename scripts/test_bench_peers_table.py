@@ -171,36 +171,23 @@ class Tables(unittest.TestCase):
         self.assertIn("| chain | 0 | 2 | 3.00 | 0.50 |", text)
         self.assertIn("tbb-flow 0 of 1; rayon 1 of 1.", text)
 
-    def test_the_naive_executor_gets_ratios_on_the_rows_it_ran_alone(self):
-        text = self.render([
-            line("random", "depengine", 300.0, 290.0, 310.0, workers=1),
-            line("random", "depengine-naive", 250.0, 240.0, 260.0, workers=1),
-            line("random", "openmp-libomp", 125.0, 120.0, 130.0, workers=1),
-            line("random", "depengine", 330.0, 320.0, 340.0, workers=2),
-            line("random", "depengine-naive", status="unsupported", workers=2),
-            line("random", "openmp-libomp", 990.0, 980.0, 999.0, workers=2),
-        ])
-        naive = text[text.index("ratio peer / depengine-naive of the medians"):]
-        self.assertIn("| workload | body µs | workers | openmp-libomp |", naive)
-        self.assertIn("| random | 0 | 1 | 0.50 |", naive)
-        self.assertNotIn("| random | 0 | 2 |", naive)
-        self.assertIn("openmp-libomp 1 of 1.", naive)
-        # The default engine's table keeps every row.
-        self.assertIn("| random | 0 | 2 |  | 3.00 |", text)
-
-    def test_the_serial_scope_gets_ratios_on_the_rows_it_ran_alone(self):
-        text = self.render([
-            line("chain", "depengine", 300.0, 290.0, 310.0, workers=1),
-            line("chain", "depengine-serial", 50.0, 45.0, 55.0, workers=1),
-            line("chain", "openmp-libomp", 100.0, 90.0, 110.0, workers=1),
-            line("chain", "depengine", 330.0, 320.0, 340.0, workers=2),
-            line("chain", "depengine-serial", status="unsupported", workers=2),
-            line("chain", "openmp-libomp", 990.0, 980.0, 999.0, workers=2),
-        ])
-        serial = text[text.index("ratio peer / depengine-serial of the medians"):]
-        self.assertIn("| chain | 0 | 1 | 2.00 |", serial)
-        self.assertNotIn("| chain | 0 | 2 |", serial)
-        self.assertIn("openmp-libomp 0 of 1.", serial)
+    def test_the_one_thread_configurations_get_ratios_on_the_rows_they_ran_alone(self):
+        for own in ("depengine-naive", "depengine-serial"):
+            text = self.render([
+                line("random", "depengine", 300.0, 290.0, 310.0, workers=1),
+                line("random", own, 250.0, 240.0, 260.0, workers=1),
+                line("random", "openmp-libomp", 125.0, 120.0, 130.0, workers=1),
+                line("random", "depengine", 330.0, 320.0, 340.0, workers=2),
+                line("random", own, status="unsupported", workers=2),
+                line("random", "openmp-libomp", 990.0, 980.0, 999.0, workers=2),
+            ])
+            mine = text[text.index(f"ratio peer / {own} of the medians"):]
+            self.assertIn("| workload | body µs | workers | openmp-libomp |", mine)
+            self.assertIn("| random | 0 | 1 | 0.50 |", mine)
+            self.assertNotIn("| random | 0 | 2 |", mine)
+            self.assertIn("openmp-libomp 1 of 1.", mine)
+            # The default engine's table keeps every row.
+            self.assertIn("| random | 0 | 2 |  | 3.00 |", text)
 
     def test_several_files_are_read_as_one(self):
         first = [

@@ -242,6 +242,7 @@ impl Core {
     pub(crate) fn mark_deleted(&self, var: &Var) {
         self.any_deleted.store(true, Ordering::Release);
         var.inner.deleted.store(true, Ordering::Release);
+        var.inner.done.deleted.store(true, Ordering::Release);
     }
 
     /// [`Core::check_var`] without the error: true when the var passes.

@@ -38,7 +38,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use super::op::{Body, CtxOp};
 use super::{Engine, EngineError, OpCtx, OpDesc, OpResult, Property, Var};
-use crate::sync::Arc;
+use crate::sync::{Arc, Ordering};
 
 /// The most written vars of an op deduplicated by comparing every pair;
 /// more are sorted by address.
@@ -166,6 +166,7 @@ impl Serial<'_> {
     ///
     /// As [`Engine::push`]: a var of another engine or a deleted var, a GPU
     /// context the engine does not have. The op does not run.
+    #[inline]
     pub fn push<F>(&mut self, desc: OpDesc<'_>, body: F) -> Result<(), EngineError>
     where
         F: FnOnce(&OpCtx<'_>) -> OpResult,
@@ -173,7 +174,12 @@ impl Serial<'_> {
         let core = self.engine.core();
         core.check_context(desc.context, &desc.name)?;
         let check_deleted = core.any_deleted();
-        let usable = |v: &Var| core.var_usable(v, check_deleted);
+        // The deletion flag's copy on the line the op writes anyway (the
+        // version's), not the read-only line `Engine::push` reads.
+        let usable = |v: &Var| {
+            v.engine() == core.id
+                && !(check_deleted && v.inner.done.deleted.load(Ordering::Acquire))
+        };
         if !(desc.reads.all(usable) && desc.writes.all(usable)) {
             desc.reads
                 .try_each(|v| core.check_var(v, &desc.name, check_deleted))?;

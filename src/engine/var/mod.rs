@@ -245,6 +245,11 @@ pub(crate) struct VarDone {
     pub(crate) version: AtomicU64,
     /// Mirrors `failure.is_some()` for the lock-free skip check.
     pub(crate) failed: AtomicBool,
+    /// Mirrors [`VarInner::deleted`] on this line for serial scopes
+    /// (`serial.rs`): their ops write this line anyway (the version), so
+    /// checking the deletion here saves them the read-only line, which a
+    /// var used once every many ops has often lost.
+    pub(crate) deleted: AtomicBool,
     /// The failure the var carries (rule 5). Taken after `state` when both
     /// are held.
     pub(crate) failure: Mutex<Option<Arc<Failure>>>,
@@ -335,6 +340,7 @@ impl VarInner {
             done: Line(VarDone {
                 version: AtomicU64::new(0),
                 failed: AtomicBool::new(false),
+                deleted: AtomicBool::new(false),
                 failure: Mutex::new(None),
                 fast_done: AtomicU64::new(0),
                 handles: AtomicUsize::new(1),
