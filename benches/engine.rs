@@ -3,13 +3,16 @@
 //! graph-shaped workloads of the comparison with the peers (`wavefront`,
 //! `fan`, `random`, `randsum`) at small sizes on the per-device executor,
 //! pushed op by op and, in group `replay`, captured as a `Replay` (private
-//! vars) and pushed whole. Throughput is in ops, so criterion reports ops/s; ns per op = 1e9 / that.
+//! vars) and pushed whole; in group `serial`, the same on the naive
+//! executor in a serial scope (`Engine::serial`), one thread in all.
+//! Throughput is in ops, so criterion reports ops/s; ns per op = 1e9 / that.
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use depengine::bench::{
-    run_trace, run_workload, ReplayVars, Spec, Trace, TraceReplay, Workload, DEFAULT_VARS,
+    run_trace, run_trace_serial, run_workload, ReplayVars, Spec, Trace, TraceReplay, Workload,
+    DEFAULT_VARS,
 };
 use depengine::{Engine, EngineKind};
 
@@ -51,11 +54,7 @@ fn graph_group<P>(
     group.measurement_time(Duration::from_secs(3));
     let engine = Engine::builder().build().unwrap();
     for &(workload, ops) in workloads {
-        let trace = Spec {
-            n: 150,
-            ..Spec::new(workload, ops)
-        }
-        .trace();
+        let trace = small_trace(workload, ops);
         group.throughput(Throughput::Elements(trace.ops.len() as u64));
         let prepared = prepare(&engine, trace);
         group.bench_function(BenchmarkId::from_parameter(workload), |b| {
@@ -63,6 +62,16 @@ fn graph_group<P>(
         });
     }
     group.finish();
+}
+
+/// A workload's trace at the small sizes of these groups (wavefronts of
+/// 150 × 150).
+fn small_trace(workload: Workload, ops: usize) -> Trace {
+    Spec {
+        n: 150,
+        ..Spec::new(workload, ops)
+    }
+    .trace()
 }
 
 const GRAPHS: [(Workload, usize); 4] = [
@@ -96,5 +105,25 @@ fn replay(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, empty_ops, graph_workloads, replay);
+fn serial(c: &mut Criterion) {
+    let mut group = c.benchmark_group("serial/naive");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(3));
+    // A scope needs the only handle: this group's engine is its own.
+    let mut engine = Engine::builder().kind(EngineKind::Naive).build().unwrap();
+    for &(workload, ops) in [(Workload::Chain, 20_000)].iter().chain(&GRAPHS) {
+        let trace = small_trace(workload, ops);
+        group.throughput(Throughput::Elements(trace.ops.len() as u64));
+        group.bench_function(BenchmarkId::from_parameter(workload), |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| run_trace_serial(&mut engine, &trace, None).unwrap().elapsed)
+                    .sum()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, empty_ops, graph_workloads, replay, serial);
 criterion_main!(benches);
