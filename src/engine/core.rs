@@ -126,8 +126,9 @@ pub(crate) struct Core {
     idle_lock: Mutex<()>,
     idle_cv: Condvar,
     shut_down: AtomicBool,
-    /// Set once `delete_var` has been pushed for some var of this engine;
-    /// until then no push reads a var's deletion flag (see `check_var`).
+    /// Set once `delete_var` has been pushed for some var of this engine
+    /// that kept another handle (`mark_deleted`); until then no push reads
+    /// a var's deletion flag (see `check_var`).
     any_deleted: AtomicBool,
     failures: Mutex<Vec<LogEntry>>,
     /// Read before every op: the skip check reads the op's vars only
@@ -239,8 +240,16 @@ impl Core {
     /// clear refuses nothing it should. A push racing the deletion may
     /// miss both; its op is appended after the deletion and poisoned
     /// there (`push_to`), as before.
-    pub(crate) fn mark_deleted(&self, var: &Var) {
-        self.any_deleted.store(true, Ordering::Release);
+    ///
+    /// The engine's flag is left alone when `var` is the var's only
+    /// handle (the common case: a deletion consumes the handle it names):
+    /// a push names its vars by handle, so no push can name this var
+    /// again, and the pushes of an engine whose deleted vars all went
+    /// with their last handle keep skipping the read-only line.
+    pub(crate) fn mark_deleted(&self, var: &mut Var) {
+        if !var.is_only_handle() {
+            self.any_deleted.store(true, Ordering::Release);
+        }
         var.inner.deleted.store(true, Ordering::Release);
         var.inner.done.deleted.store(true, Ordering::Release);
     }
@@ -254,7 +263,8 @@ impl Core {
     /// The push's checks of one var: made by this engine, and, when
     /// `check_deleted`, not deleted. The engine's id comes from the
     /// handle and the deletion flag is read only once some var has been
-    /// deleted, so that the pushes of an engine that deletes nothing read
+    /// deleted with a handle left over (`mark_deleted`), so that the
+    /// pushes of an engine that deletes nothing that way read
     /// one line per var (the one they append on), not two: a var used
     /// once every few thousand ops has often lost both by its next push.
     pub(crate) fn check_var(

@@ -410,7 +410,7 @@ impl Engine {
     /// # Errors
     ///
     /// As [`Engine::delete_var`].
-    pub fn delete_var_with<F>(&self, var: Var, on_deleted: F) -> Result<(), EngineError>
+    pub fn delete_var_with<F>(&self, mut var: Var, on_deleted: F) -> Result<(), EngineError>
     where
         F: FnOnce() + Send + 'static,
     {
@@ -426,7 +426,7 @@ impl Engine {
             None,
             false,
         )?;
-        self.core().mark_deleted(&var);
+        self.core().mark_deleted(&mut var);
         Ok(())
     }
 
@@ -523,5 +523,63 @@ mod send_sync {
         assert_send_sync::<Replay>();
         assert_send_sync::<PrivateVar>();
         assert_send::<ReplayBuilder>();
+    }
+}
+
+/// When a deletion makes later pushes read every var's deletion flag
+/// (`Core::mark_deleted`): only while some handle of a deleted var
+/// survives the deletion, since pushes name their vars by handle.
+#[cfg(test)]
+mod deletion_flag {
+    use super::*;
+    use crate::storage::{DeviceId, StorageConfig, Tensor};
+
+    #[test]
+    fn deleting_a_vars_only_handle_leaves_pushes_unchecked() {
+        let engine = Engine::builder().build().unwrap();
+        for _ in 0..3 {
+            let v = engine.new_var();
+            engine
+                .push(OpDesc::new("w").writes(&v), |_| Ok(()))
+                .unwrap();
+            engine.delete_var(v).unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        assert!(!engine.core().any_deleted());
+    }
+
+    #[test]
+    fn a_dropped_tensor_hands_its_deletion_the_only_handle() {
+        let engine = Engine::builder().build().unwrap();
+        let storage = StorageConfig::default().create(DeviceId::cpu(0));
+        let t = Tensor::from_slice(&engine, &storage, &[1u32, 2, 3]).unwrap();
+        let copy = t.clone();
+        drop(t);
+        assert_eq!(copy.to_vec().unwrap(), [1, 2, 3]);
+        drop(copy);
+        engine.wait_for_all().unwrap();
+        assert!(!engine.core().any_deleted());
+        // A handle taken out of a tensor outlives it: its pushes are refused.
+        let t = Tensor::from_slice(&engine, &storage, &[4u32]).unwrap();
+        let var = t.var().clone();
+        drop(t);
+        assert!(engine.core().any_deleted());
+        let err = engine
+            .push(OpDesc::new("late").reads(&var), |_| Ok(()))
+            .unwrap_err();
+        assert!(matches!(err, EngineError::DeletedVar { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_surviving_clone_makes_pushes_check() {
+        let engine = Engine::builder().build().unwrap();
+        let v = engine.new_var();
+        let clone = v.clone();
+        engine.delete_var(v).unwrap();
+        assert!(engine.core().any_deleted());
+        let err = engine
+            .push(OpDesc::new("late").writes(&clone), |_| Ok(()))
+            .unwrap_err();
+        assert!(matches!(err, EngineError::DeletedVar { .. }), "{err:?}");
     }
 }

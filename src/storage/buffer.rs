@@ -75,7 +75,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::{self, MaybeUninit};
+use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
 
 use crate::engine::{Engine, EngineError, OpCtx, OpDesc, Var, VarId};
@@ -177,7 +177,9 @@ pub struct Tensor<T> {
 /// The untyped part shared by every handle of one buffer.
 struct RawBuffer {
     engine: Engine,
-    var: Var,
+    /// Moved into the deletion op by the drop, so that the deletion is
+    /// handed the var's only handle (see `Engine::delete_var_with`).
+    var: ManuallyDrop<Var>,
     /// The block, until the last handle's drop moves it into the deletion op.
     allocation: Option<OwnedAllocation>,
     borrow: BorrowFlag,
@@ -254,7 +256,7 @@ impl<T: Copy + Send + Sync + 'static> Tensor<T> {
         Tensor {
             raw: Arc::new(RawBuffer {
                 engine: engine.clone(),
-                var: engine.new_var(),
+                var: ManuallyDrop::new(engine.new_var()),
                 allocation: Some(allocation),
                 borrow: BorrowFlag::new(),
             }),
@@ -271,7 +273,7 @@ impl<T: Copy + Send + Sync + 'static> Tensor<T> {
     /// [`ViewError::NotDeclared`] when the op declared neither;
     /// [`ViewError::Borrowed`] while a write view of this tensor is alive.
     pub fn read<'a>(&'a self, ctx: &'a OpCtx<'_>) -> Result<ReadView<'a, T>, ViewError> {
-        let var = &self.raw.var;
+        let var: &Var = &self.raw.var;
         if !ctx.declares_read(var) && !ctx.declares_write(var) {
             return Err(ViewError::NotDeclared {
                 op: ctx.name().to_owned(),
@@ -313,7 +315,7 @@ impl<T: Copy + Send + Sync + 'static> Tensor<T> {
     /// [`ViewError::NotDeclared`] when it declared it not at all;
     /// [`ViewError::Borrowed`] while another view of this tensor is alive.
     pub fn write<'a>(&'a self, ctx: &'a OpCtx<'_>) -> Result<WriteView<'a, T>, ViewError> {
-        let var = &self.raw.var;
+        let var: &Var = &self.raw.var;
         if !ctx.declares_write(var) {
             let op = ctx.name().to_owned();
             return Err(if ctx.declares_read(var) {
@@ -358,7 +360,7 @@ impl<T: Copy + Send + Sync + 'static> Tensor<T> {
     pub fn to_vec(&self) -> Result<Vec<T>, EngineError> {
         let t = self.clone();
         self.raw.engine.push_sync(
-            OpDesc::new("tensor to_vec").reads(&self.raw.var),
+            OpDesc::new("tensor to_vec").reads(&*self.raw.var),
             move |ctx| Ok(t.read(ctx)?.to_vec()),
         )
     }
@@ -432,6 +434,10 @@ impl RawBuffer {
 
 impl Drop for RawBuffer {
     fn drop(&mut self) {
+        // SAFETY: `drop` runs once, and nothing reads `self.var` after
+        // this line: the handle is dropped here or moved into the
+        // deletion below.
+        let var = unsafe { ManuallyDrop::take(&mut self.var) };
         let Some(allocation) = self.allocation.take() else {
             return;
         };
@@ -439,9 +445,7 @@ impl Drop for RawBuffer {
         // pushed before it on the var. If the push is refused, the closure is
         // dropped unrun and the block freed now: see "Deletion" in the module
         // docs for why that is sound.
-        let _ = self
-            .engine
-            .delete_var_with(self.var.clone(), move || drop(allocation));
+        let _ = self.engine.delete_var_with(var, move || drop(allocation));
     }
 }
 

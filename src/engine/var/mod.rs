@@ -172,6 +172,22 @@ impl Var {
     pub fn is_deleted(&self) -> bool {
         self.inner.deleted.load(Ordering::Acquire)
     }
+
+    /// No other handle of this var exists, and every handle made from
+    /// now on is a clone of this one (or of its clones): a caller that
+    /// drops this handle without cloning it leaves none.
+    ///
+    /// Why a count of one read here proves it: handles are made only by
+    /// cloning a handle, and each handle's increment comes, in the
+    /// count's modification order, after that of the handle it was cloned
+    /// from and before its own decrement. A value of one at some point of
+    /// that order means this handle was the only one alive then, so every
+    /// handle made later descends from it, and none is made while
+    /// `&mut self` is held. A stale read of one says the same of an
+    /// earlier point, which is enough.
+    pub(crate) fn is_only_handle(&mut self) -> bool {
+        self.inner.done.handles.load(Ordering::Acquire) == 1
+    }
 }
 
 impl fmt::Debug for Var {
