@@ -357,8 +357,22 @@ impl Core {
         // A yes or no per var, and the error (which var, and why) only
         // when some var fails: a `Result` carrying an `EngineError` is
         // written to and read back from memory for every var.
+        //
+        // The read-only line is asked for even when the check does not
+        // read it. The op's completion writes the var's completions' line
+        // (version, failure), which shares a 128-byte pair with either
+        // the append's line or the read-only one (the var's allocation is
+        // aligned to 64 bytes, not 128), and asking for one line of a
+        // pair has the core's adjacent-line prefetcher fetch the other:
+        // asking for both brings the completions' line whatever the
+        // alignment. Without it, the completion of an op on a var
+        // out of cache waited for that line (one thread, `indep` and
+        // `wavefront` 10-20% slower; BENCHMARKS.md, "Deleting a var's
+        // only handle"). Asking for the completions' line itself
+        // (for writing) did less well.
         let usable = |v: &Var| {
             v.inner.prefetch();
+            v.inner.prefetch_read_only();
             self.var_usable(v, check_deleted)
         };
         if !(desc.reads.all(usable) && desc.writes.all(usable)) {

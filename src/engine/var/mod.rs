@@ -301,14 +301,18 @@ impl VarInner {
     /// Starts fetching the line a push appends on. A hint only.
     ///
     /// The push reads the read-only line only for the deletion check, and
-    /// only once the engine has deleted some var (`Core::check_var`); it
-    /// is asked for then, with [`VarInner::prefetch_read_only`].
+    /// only once the engine has deleted some var with a handle left over
+    /// (`Core::check_var`), but asks for it always, with
+    /// [`VarInner::prefetch_read_only`] (see `Core::push_to`).
     #[inline]
     pub(crate) fn prefetch(&self) {
         crate::engine::prefetch::line(&*self.hot);
     }
 
-    /// Starts fetching the read-only line (the deletion flag). A hint only.
+    /// Starts fetching the read-only line (the deletion flag), and with
+    /// it, through the adjacent-line prefetcher, the line that shares its
+    /// 128-byte pair: the completions' line when the var's allocation
+    /// starts on a 128-byte boundary. A hint only.
     #[inline]
     pub(crate) fn prefetch_read_only(&self) {
         crate::engine::prefetch::line(&self.id);
