@@ -264,9 +264,11 @@ impl Core {
     /// `check_deleted`, not deleted. The engine's id comes from the
     /// handle and the deletion flag is read only once some var has been
     /// deleted with a handle left over (`mark_deleted`), so that the
-    /// pushes of an engine that deletes nothing that way read
-    /// one line per var (the one they append on), not two: a var used
-    /// once every few thousand ops has often lost both by its next push.
+    /// pushes of an engine that deletes nothing that way wait for one
+    /// line per var (the one they append on), not two: a var used once
+    /// every few thousand ops has often lost both by its next push. (The
+    /// push asks for the read-only line anyway, but does not wait for it:
+    /// see `push_to`.)
     pub(crate) fn check_var(
         &self,
         var: &Var,
