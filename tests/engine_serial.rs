@@ -1,7 +1,8 @@
 //! `Engine::serial`: ops run at their push without the var protocol give
 //! what the same pushes to the engine give (values each op saw, final
 //! values, versions, failures and what the waits report), checked against
-//! pushes through the protocol on every executor; the scope is refused
+//! pushes through the protocol on every executor, op by op and as streams
+//! (`Serial::push_all`); the scope is refused
 //! while the engine is shared, waits for earlier ops, and returns the
 //! errors a push returns.
 
@@ -155,20 +156,77 @@ impl Target<'_> {
     }
 }
 
-/// Runs the program through `Engine::push` and the engine's waits, or,
-/// with `serial`, through a serial scope of `engine`.
-fn run(engine: &mut Engine, program: &[Step], serial: bool) -> Observed {
+/// How a run pushes its ops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    /// `Engine::push`, through the protocol.
+    Protocol,
+    /// `Serial::push`, one op at a time.
+    Serial,
+    /// `Serial::push_all`, the ops between two waits as one stream.
+    Stream,
+}
+
+/// Runs the program through `Engine::push` and the engine's waits, or
+/// through a serial scope of `engine`.
+fn run(engine: &mut Engine, program: &[Step], mode: Mode) -> Observed {
     let vars: Vec<Var> = (0..VARS).map(|_| engine.new_var()).collect();
     let values: Arc<Vec<AtomicU64>> = Arc::new((0..VARS).map(|_| AtomicU64::new(1)).collect());
     let seen: Arc<Vec<AtomicU64>> =
         Arc::new((0..program.len()).map(|_| AtomicU64::new(0)).collect());
     let mut var_waits = Vec::new();
-    let mut target = if serial {
-        Target::Serial(engine.serial().unwrap())
-    } else {
+    let mut target = if mode == Mode::Protocol {
         Target::Engine(engine)
+    } else {
+        Target::Serial(engine.serial().unwrap())
     };
-    for (i, step) in program.iter().enumerate() {
+    let mut i = 0;
+    while i < program.len() {
+        if let (Mode::Stream, Target::Serial(s)) = (mode, &mut target) {
+            // The ops up to the next wait, as one stream.
+            let end = program[i..]
+                .iter()
+                .position(|step| matches!(step, Step::WaitVar(_)))
+                .map_or(program.len(), |n| i + n);
+            if end > i {
+                let lists: Vec<(Vec<&Var>, Vec<&Var>)> = program[i..end]
+                    .iter()
+                    .map(|step| match step {
+                        Step::Op { reads, writes, .. } => (
+                            reads.iter().map(|&r| &vars[r]).collect(),
+                            writes.iter().map(|&w| &vars[w]).collect(),
+                        ),
+                        Step::WaitVar(_) => unreachable!("the stream stops at waits"),
+                    })
+                    .collect();
+                let (values, seen) = (&values, &seen);
+                s.push_all(program[i..end].iter().zip(&lists).enumerate().map(
+                    |(k, (step, (rv, wv)))| {
+                        let Step::Op {
+                            reads,
+                            writes,
+                            no_skip,
+                            fate,
+                        } = step
+                        else {
+                            unreachable!("the stream stops at waits")
+                        };
+                        let mut desc = OpDesc::new(format!("op{}", i + k)).reads(rv).writes(wv);
+                        if *no_skip {
+                            desc = desc.property(Property::NoSkip);
+                        }
+                        let (reads, writes, fate) = (reads.clone(), writes.clone(), *fate);
+                        let body =
+                            move |_: &OpCtx<'_>| body(i + k, &reads, &writes, fate, values, seen);
+                        (desc, body)
+                    },
+                ))
+                .unwrap();
+                i = end;
+                continue;
+            }
+        }
+        let step = &program[i];
         match step {
             Step::WaitVar(v) => {
                 let r = target.wait_for_var(&vars[*v]);
@@ -203,6 +261,7 @@ fn run(engine: &mut Engine, program: &[Step], serial: bool) -> Observed {
                 .unwrap();
             }
         }
+        i += 1;
     }
     let all = target.wait_for_all();
     drop(target);
@@ -240,12 +299,14 @@ fn a_serial_scope_gives_what_pushes_through_the_protocol_give() {
         // on the one executor whose runs do not depend on timing (on the
         // others, a `wait_for_var` that clears a failure races the ops
         // that only read the var, which rule 3 does not wait for).
-        let reference = run(&mut engine(EngineKind::Naive, 1), &program, false);
+        let reference = run(&mut engine(EngineKind::Naive, 1), &program, Mode::Protocol);
         assert!(reference.all.is_some() && reference.var_waits.iter().any(Option::is_some));
         for (kind, workers) in kinds() {
-            let mut e = engine(kind, workers);
-            let got = run(&mut e, &program, true);
-            assert_eq!(got, reference, "serial scope on {kind:?}, seed {seed}");
+            for mode in [Mode::Serial, Mode::Stream] {
+                let mut e = engine(kind, workers);
+                let got = run(&mut e, &program, mode);
+                assert_eq!(got, reference, "{mode:?} on {kind:?}, seed {seed}");
+            }
         }
     }
     drop(std::panic::take_hook());
@@ -490,4 +551,63 @@ fn many_writes_listed_with_repeats_bump_each_var_once() {
         .unwrap();
     assert!(vars[..3].iter().all(|v| v.version() == 2));
     assert!(vars[3..].iter().all(|v| v.version() == 1));
+}
+
+#[test]
+fn a_stream_runs_each_op_in_its_turn_and_takes_at_most_eight_ahead() {
+    let mut engine = engine(EngineKind::PerDevice, 1);
+    let mut serial = engine.serial().unwrap();
+    let vars: Vec<Var> = (0..100).map(|_| serial.new_var()).collect();
+    let taken = std::cell::Cell::new(0usize);
+    let ran = std::cell::Cell::new(0usize);
+    serial
+        .push_all(vars.iter().enumerate().map(|(i, v)| {
+            taken.set(taken.get() + 1);
+            let (taken, ran) = (&taken, &ran);
+            let prev = i.checked_sub(1).map(|p| &vars[p]);
+            (OpDesc::new("step").writes(v), move |_: &OpCtx<'_>| {
+                // Every op before this one has run, none after it, and
+                // what the ones before wrote is visible.
+                assert_eq!(ran.get(), i);
+                assert!(prev.is_none_or(|p| p.version() == 1));
+                assert_eq!(v.version(), 0);
+                assert!(
+                    taken.get() <= (i + 1 + 8).min(100),
+                    "op {i}: {}",
+                    taken.get()
+                );
+                ran.set(i + 1);
+                Ok(())
+            })
+        }))
+        .unwrap();
+    assert_eq!((taken.get(), ran.get()), (100, 100));
+    assert!(vars.iter().all(|v| v.version() == 1));
+}
+
+#[test]
+fn a_stream_stops_at_a_refused_op_and_runs_none_after_it() {
+    let mut engine = engine(EngineKind::PerDevice, 1);
+    let foreign = Engine::builder().build().unwrap().new_var();
+    let mut serial = engine.serial().unwrap();
+    let x = serial.new_var();
+    let taken = std::cell::Cell::new(0usize);
+    let ran = std::cell::Cell::new(0usize);
+    let err = serial
+        .push_all((0..50).map(|i| {
+            taken.set(taken.get() + 1);
+            let desc = OpDesc::new(format!("op{i}")).writes(if i == 20 { &foreign } else { &x });
+            let ran = &ran;
+            (desc, move |_: &OpCtx<'_>| {
+                ran.set(ran.get() + 1);
+                Ok(())
+            })
+        }))
+        .unwrap_err();
+    assert!(matches!(err, EngineError::ForeignVar { .. }), "{err:?}");
+    assert_eq!(ran.get(), 20);
+    assert_eq!(x.version(), 20);
+    assert!(taken.get() <= 21 + 8, "{}", taken.get());
+    drop(serial);
+    engine.wait_for_all().unwrap();
 }

@@ -34,6 +34,7 @@
 //! for a pushed op), and deletions. These are rare, and slow only for
 //! themselves.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use super::op::{Body, CtxOp};
@@ -43,6 +44,12 @@ use crate::sync::{Arc, Ordering};
 /// The most written vars of an op deduplicated by comparing every pair;
 /// more are sorted by address.
 const PAIRWISE_MAX: usize = 32;
+
+/// Ops [`Serial::push_all`] takes from its iterator ahead of the one it
+/// runs. Each lets one more miss on a written var overlap the ops before
+/// it: with about 20-30 ns per op in a scope and a miss of 80-100 ns,
+/// four would do; eight leaves room for slower misses.
+const LOOKAHEAD: usize = 8;
 
 /// A scope in which ops run at their push, on the calling thread, without
 /// the var protocol: the one-thread form of the engine, for the sections
@@ -214,6 +221,81 @@ impl Serial<'_> {
             Ok(Err(e)) => self.through_protocol(desc, Body::sync(move |_| Err(e))),
             Err(panic) => self.through_protocol(desc, Body::sync(move |_| resume_unwind(panic))),
         }
+    }
+
+    /// Runs the ops `ops` yields, in order, each as [`Serial::push`] runs
+    /// it; stops at the first op that `push` refuses.
+    ///
+    /// What it adds to a loop of pushes: while it runs one op it has
+    /// already taken the next few (up to eight) from the iterator and
+    /// asked the CPU for the cache line that holds the version of each
+    /// var they write. An op of a scope touches no other line of its
+    /// vars, so when each op writes a var out of this core's caches (a
+    /// fresh var per op, over many vars), a loop of pushes waits for one
+    /// miss per op, while here the misses overlap with the ops before
+    /// (BENCHMARKS.md, "A serial scope's stream"). Nothing else changes:
+    /// every op runs in its turn, after the ops before it and before the
+    /// next, and sees what they wrote; only the iterator is advanced
+    /// earlier, so an iterator that observes the ops' effects as it
+    /// yields is better served by `push`.
+    ///
+    /// ```
+    /// use std::cell::Cell;
+    ///
+    /// use depengine::{Engine, OpCtx, OpDesc};
+    ///
+    /// let mut engine = Engine::builder().build()?;
+    /// let mut serial = engine.serial()?;
+    /// let vars: Vec<_> = (0..100).map(|_| serial.new_var()).collect();
+    /// serial.push_all(vars.iter().map(|v| {
+    ///     (OpDesc::new("fill").writes(v), |_: &OpCtx<'_>| Ok(()))
+    /// }))?;
+    /// // Bodies may borrow: each runs before `push_all` returns, and sees
+    /// // what the ops before it wrote.
+    /// let sum = Cell::new(0);
+    /// let sum = &sum;
+    /// serial.push_all(vars.iter().map(|v| {
+    ///     let body = move |_: &OpCtx<'_>| {
+    ///         sum.set(sum.get() + v.version());
+    ///         Ok(())
+    ///     };
+    ///     (OpDesc::new("sum").reads(v), body)
+    /// }))?;
+    /// assert_eq!(sum.get(), 100);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first error of [`Serial::push`]: the ops before the one it
+    /// names have run; that op and those after it have not, and the ones
+    /// already taken from the iterator are dropped.
+    pub fn push_all<'v, F, I>(&mut self, ops: I) -> Result<(), EngineError>
+    where
+        I: IntoIterator<Item = (OpDesc<'v>, F)>,
+        F: FnOnce(&OpCtx<'_>) -> OpResult,
+    {
+        let mut ops = ops.into_iter();
+        let mut ahead: VecDeque<(OpDesc<'v>, F)> = VecDeque::with_capacity(LOOKAHEAD);
+        let take = |ops: &mut I::IntoIter, ahead: &mut VecDeque<(OpDesc<'v>, F)>| {
+            let Some(op) = ops.next() else {
+                return false;
+            };
+            // A hint only: a var of another engine is refused at its
+            // turn, and asking for its line harms nothing.
+            op.0.writes.all(|v| {
+                v.inner.prefetch_done_line();
+                true
+            });
+            ahead.push_back(op);
+            true
+        };
+        while ahead.len() < LOOKAHEAD && take(&mut ops, &mut ahead) {}
+        while let Some((desc, body)) = ahead.pop_front() {
+            take(&mut ops, &mut ahead);
+            self.push(desc, body)?;
+        }
+        Ok(())
     }
 
     /// Deletes a var, as [`Engine::delete_var`]; it is gone when this
