@@ -275,27 +275,22 @@ impl Serial<'_> {
         I: IntoIterator<Item = (OpDesc<'v>, F)>,
         F: FnOnce(&OpCtx<'_>) -> OpResult,
     {
-        let mut ops = ops.into_iter();
+        // Fused: it is asked for more after it ends.
+        let mut ops = ops.into_iter().fuse();
         let mut ahead: VecDeque<(OpDesc<'v>, F)> = VecDeque::with_capacity(LOOKAHEAD);
-        let take = |ops: &mut I::IntoIter, ahead: &mut VecDeque<(OpDesc<'v>, F)>| {
-            let Some(op) = ops.next() else {
-                return false;
+        loop {
+            while ahead.len() < LOOKAHEAD {
+                let Some(op) = ops.next() else {
+                    break;
+                };
+                ask_for_versions(&op.0);
+                ahead.push_back(op);
+            }
+            let Some((desc, body)) = ahead.pop_front() else {
+                return Ok(());
             };
-            // A hint only: a var of another engine is refused at its
-            // turn, and asking for its line harms nothing.
-            op.0.writes.all(|v| {
-                v.inner.prefetch_done_line();
-                true
-            });
-            ahead.push_back(op);
-            true
-        };
-        while ahead.len() < LOOKAHEAD && take(&mut ops, &mut ahead) {}
-        while let Some((desc, body)) = ahead.pop_front() {
-            take(&mut ops, &mut ahead);
             self.push(desc, body)?;
         }
-        Ok(())
     }
 
     /// Deletes a var, as [`Engine::delete_var`]; it is gone when this
@@ -373,6 +368,18 @@ impl std::fmt::Debug for Serial<'_> {
             .field("next_seq", &(self.next_seq + self.uncounted))
             .finish()
     }
+}
+
+/// Asks the CPU for the line of each var `desc` writes that the op's run
+/// bumps (the version's), for [`Serial::push_all`]. A hint only: a var of
+/// another engine is refused at its turn, and asking for its line harms
+/// nothing.
+#[inline(always)]
+fn ask_for_versions(desc: &OpDesc<'_>) {
+    desc.writes.all(|v| {
+        v.inner.prefetch_done_line();
+        true
+    });
 }
 
 /// Bumps the version of each var the op writes, once per var (rule 2: a
