@@ -161,8 +161,9 @@ fn timed_pushes(
     // The var lists of a serial scope's stream (below), filled once here
     // so that their pages are the process's before the clock starts: on
     // a virtual machine the first touch of fresh pages can cost as much
-    // as the run (a 1.5 MB list, 62,500 empty ops: 110 ns per op against
-    // 40). The run fills it again, chunk by chunk, inside the clock.
+    // as the run (a fresh 1.5 MB list for 62,500 empty ops made them 110
+    // ns per op, against 40). The run fills it again, chunk by chunk,
+    // inside the clock.
     let stream =
         matches!(target, Target::Serial(_)) && batch == 0 && high == 0 && counter.is_none();
     let mut refs: Vec<&Var> = Vec::new();
@@ -618,8 +619,8 @@ mod tests {
     fn a_serial_stream_runs_every_op_of_the_trace_once() {
         // The stream (`Serial::push_all`) resolves each op's vars out of
         // a list per chunk of ops: a slip in its offsets writes other
-        // vars, or none.
-        // Sizes past one chunk (`STREAM_CHUNK`), whose last is partial.
+        // vars, or none. The sizes pass one chunk (`STREAM_CHUNK`), and
+        // the last chunk is partial.
         let workloads = [
             Spec::new(Workload::Indep, 20_000),
             Spec::new(Workload::Chain, 20_000),

@@ -267,9 +267,10 @@ impl Serial<'_> {
     ///
     /// # Errors
     ///
-    /// The first error of [`Serial::push`]: the ops before the one it
-    /// names have run; that op and those after it have not, and the ones
-    /// already taken from the iterator are dropped.
+    /// The first error of [`Serial::push`] (a var of another engine, a
+    /// deleted var, a GPU context the engine does not have): the ops
+    /// before the refused one have run; it and those after it have not,
+    /// and the ones already taken from the iterator are dropped.
     pub fn push_all<'v, F, I>(&mut self, ops: I) -> Result<(), EngineError>
     where
         I: IntoIterator<Item = (OpDesc<'v>, F)>,
