@@ -233,10 +233,12 @@ fn timed_pushes(
             // for the whole trace, 28 MB for a million `random` ops, made
             // that run 15% slower).
             for chunk in trace.ops.chunks(STREAM_CHUNK) {
-                let base = chunk[0].reads_start as usize;
-                let end = chunk.last().map_or(base, |op| {
-                    op.reads_start as usize + op.n_reads as usize + op.n_writes as usize
-                });
+                // A chunk's ids are one run of `var_ids`: the trace keeps
+                // them op after op.
+                let (first, last) = (&chunk[0], &chunk[chunk.len() - 1]);
+                let base = first.reads_start as usize;
+                let end =
+                    last.reads_start as usize + last.n_reads as usize + last.n_writes as usize;
                 refs.clear();
                 refs.extend(trace.var_ids[base..end].iter().map(|&v| &vars[v as usize]));
                 let refs = &refs;
