@@ -569,9 +569,8 @@ impl OpBlock {
 pub(crate) enum Intent {
     /// The block will be read (a worker about to run the op).
     Read,
-    /// The block will be written (a pusher about to fill a recycled block).
-    // Under loom blocks are not recycled (`block_pool.rs`).
-    #[cfg_attr(loom, allow(dead_code))]
+    /// The block will be written (a pusher about to fill a recycled block,
+    /// a completion about to grant the op).
     Write,
 }
 

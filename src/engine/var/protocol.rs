@@ -8,6 +8,11 @@ use super::super::op::{prefetch_block, Intent, OpPtr};
 use super::super::ready::ReadyList;
 use super::{grant, Access, Appended, FailedVars, VarInner, VarState};
 
+/// How many granted reads' blocks are asked for ahead of the one being
+/// granted: enough to overlap their misses, few enough to leave the
+/// core's fill buffers to the rest.
+const GRANT_AHEAD: usize = 4;
+
 /// How a completing op leaves a var it wrote
 /// ([`VarInner::complete_write`]).
 #[derive(Clone, Copy)]
@@ -210,7 +215,18 @@ impl VarInner {
     ) -> bool {
         let release = self.release_if_orphaned(&mut s);
         drop(s);
-        for &op in reads {
+        // Each grant is a locked decrement, which no later load passes: the
+        // misses on the blocks would come one after another. Asked for a
+        // few ahead, they overlap.
+        if reads.len() > 1 {
+            for &op in reads.iter().take(GRANT_AHEAD) {
+                prefetch_block(op.0.as_ptr(), Intent::Write);
+            }
+        }
+        for (k, &op) in reads.iter().enumerate() {
+            if let Some(&later) = reads.get(k + GRANT_AHEAD) {
+                prefetch_block(later.0.as_ptr(), Intent::Write);
+            }
             grant(op, ready);
         }
         self.start_run(run, ready);
