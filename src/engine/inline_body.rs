@@ -41,7 +41,7 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 
 use super::completion::Completion;
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 use super::op::CtxOp;
 use super::op::{OpCtx, OpResult};
 
