@@ -10,7 +10,7 @@ row from several files count as rounds (below).
 
 Tables: ns per op, median (min-max) per system; the ratio peer / depengine
 of the medians (above 1: depengine is faster), and the same against each
-of depengine's other configurations present (helping, pushing, replay,
+of depengine's other configurations present (helping, pushing, stream, replay,
 and the one-thread naive executor and serial scope on the rows they ran);
 efficiency of the busy
 bodies, beside the `ideal` lines (the zero-overhead schedule, `depengine
@@ -187,13 +187,13 @@ def main():
         print(f"| {wl} | {body} | {w} | " + " | ".join(cell(r.get(s)) for s in systems) + " |")
     ratios(rows, base, peers)
     # The helping configurations (the pusher is one of the W threads, as
-    # the peers' is), the replay (the graph handed over, as oneTBB and
+    # the peers' is), the stream (`Engine::push_all`), the replay (the graph handed over, as oneTBB and
     # rayon get it), the naive executor and the serial scope (one thread
     # in all, as a one-thread OpenMP team, where the default engine at "1
     # worker" is a pusher and a worker; only on the rows they ran) get
     # their own ratios against the peers.
     one_thread = ("depengine-naive", "depengine-serial")
-    for own in ("depengine-helping", "depengine-pushing", "depengine-replay") + one_thread:
+    for own in ("depengine-helping", "depengine-pushing", "depengine-stream", "depengine-replay") + one_thread:
         if own in systems and base != own:
             others = [s for s in peers if not s.startswith("depengine")]
             ratios(rows, own, others, only_ran=own in one_thread)

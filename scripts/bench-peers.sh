@@ -42,11 +42,14 @@
 #                  rwmix random randsum priority roundtrip
 #   SYSTEMS="..."  subset of: depengine depengine-helping depengine-pushing
 #                  depengine-pooled depengine-naive depengine-serial depengine-alt
-#                  depengine-batch depengine-pushers
+#                  depengine-batch depengine-pushers depengine-stream
 #                  depengine-replay mxnet starpu
 #                  openmp-gomp openmp-libomp tbb-flow rayon ideal
 #                  (depengine-batch: depengine pushing through Engine::batch,
 #                  $BATCH ops per batch, default 256)
+#                  (depengine-stream: depengine taking the ops as a stream,
+#                  Engine::push_all, which asks for the next ops' var lines
+#                  while it pushes; not for priority or roundtrip)
 #                  (depengine-pushers: depengine pushed from $PUSHERS threads,
 #                  default 4; indep and indep-novars only)
 #                  (depengine-alt: $DEPENGINE_ALT run as depengine is, for an
@@ -231,6 +234,12 @@ for wl in $WORKLOADS; do
                 echo "$tag unsupported" | emit
               else
                 run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --batch "${BATCH:-256}"
+              fi ;;
+            depengine-stream)
+              if [[ $wl == priority || $wl == roundtrip ]]; then
+                echo "$tag unsupported" | emit
+              else
+                run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --stream
               fi ;;
             depengine-pushers)
               if [[ $wl != indep && $wl != indep-novars ]]; then

@@ -159,17 +159,18 @@ class Tables(unittest.TestCase):
         self.assertIn("| workload | workers | depengine | ideal |", text)
         self.assertIn("| indep | 2 | 1–10 µs | ≤ 1 µs |", text)
 
-    def test_the_replay_gets_its_own_ratios_against_the_peers_alone(self):
-        text = self.render([
-            line("chain", "depengine", 100.0, 90.0, 110.0),
-            line("chain", "depengine-replay", 8.0, 7.0, 9.0),
-            line("chain", "tbb-flow", 24.0, 23.0, 25.0),
-            line("chain", "rayon", 4.0, 4.0, 5.0),
-        ])
-        self.assertIn("ratio peer / depengine-replay of the medians", text)
-        self.assertIn("| workload | body µs | workers | tbb-flow | rayon |", text)
-        self.assertIn("| chain | 0 | 2 | 3.00 | 0.50 |", text)
-        self.assertIn("tbb-flow 0 of 1; rayon 1 of 1.", text)
+    def test_the_replay_and_the_stream_get_their_own_ratios_against_the_peers_alone(self):
+        for own in ("depengine-replay", "depengine-stream"):
+            text = self.render([
+                line("chain", "depengine", 100.0, 90.0, 110.0),
+                line("chain", own, 8.0, 7.0, 9.0),
+                line("chain", "tbb-flow", 24.0, 23.0, 25.0),
+                line("chain", "rayon", 4.0, 4.0, 5.0),
+            ])
+            mine = text[text.index(f"ratio peer / {own} of the medians"):]
+            self.assertIn("| workload | body µs | workers | tbb-flow | rayon |", mine)
+            self.assertIn("| chain | 0 | 2 | 3.00 | 0.50 |", mine)
+            self.assertIn("tbb-flow 0 of 1; rayon 1 of 1.", mine)
 
     def test_the_one_thread_configurations_get_ratios_on_the_rows_they_ran_alone(self):
         for own in ("depengine-naive", "depengine-serial"):

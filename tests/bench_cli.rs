@@ -274,3 +274,34 @@ fn serial_runs_report_one_thread_and_refuse_roundtrip() {
         "{err}"
     );
 }
+
+#[test]
+fn stream_runs_report_their_system_and_refuse_priority_and_roundtrip() {
+    // A busy body's time per op on 2 workers is half its body's at
+    // least: the ops ran, on the workers.
+    let line = result_line(&[
+        "--workload",
+        "random",
+        "--ops",
+        "500",
+        "--body-us",
+        "1",
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        "--stream",
+    ]);
+    let line = line.as_str();
+    assert_eq!(field(line, "system"), "depengine-per-device-stream");
+    assert_eq!(field(line, "workers"), "2");
+    assert_eq!(field(line, "ops"), "500");
+    let ns: f64 = field(line, "ns_per_op").parse().unwrap();
+    assert!(ns >= 500.0, "{line}");
+    for workload in ["priority", "roundtrip"] {
+        let err = refused(&["--workload", workload, "--stream"]);
+        assert!(err.contains("--stream") && err.contains(workload), "{err}");
+    }
+    let err = refused(&["--workload", "chain", "--stream", "--batch", "8"]);
+    assert!(err.contains("--stream") || err.contains("--batch"), "{err}");
+}

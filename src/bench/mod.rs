@@ -30,7 +30,7 @@ use crate::{Engine, EngineError};
 pub use ideal::{ideal_schedule, IdealSchedule};
 pub use run::{
     busy, roundtrip, run_trace, run_trace_batched, run_trace_pushers, run_trace_replay,
-    run_trace_serial, ReplayVars, RunResult, TraceReplay,
+    run_trace_serial, run_trace_stream, ReplayVars, RunResult, TraceReplay,
 };
 pub use trace::{SplitMix64, Trace, TraceOp, TRACE_MAGIC, TRACE_VERSION};
 pub use workload::{

@@ -69,9 +69,11 @@ fn gather<'v>(
     writes.extend(trace.writes(op).iter().map(|&v| &vars[v as usize]));
 }
 
-/// Where the replay pushes: the engine, an open batch, or a serial scope.
+/// Where the replay pushes: the engine (op by op, or as a stream through
+/// [`Engine::push_all`]), an open batch, or a serial scope.
 enum Target<'e, 'b, 'c> {
     Engine(&'e Engine),
+    Stream(&'e Engine),
     Batch(&'b mut Batch<'c>),
     Serial(&'b mut Serial<'c>),
 }
@@ -82,7 +84,7 @@ impl Target<'_, '_, '_> {
         F: FnOnce(&crate::OpCtx<'_>) -> crate::OpResult + Send + 'static,
     {
         match self {
-            Target::Engine(e) => e.push(desc, body),
+            Target::Engine(e) | Target::Stream(e) => e.push(desc, body),
             Target::Batch(b) => b.push(desc, body),
             Target::Serial(s) => s.push(desc, body),
         }
@@ -90,7 +92,7 @@ impl Target<'_, '_, '_> {
 
     fn new_var(&self) -> Var {
         match self {
-            Target::Engine(e) => e.new_var(),
+            Target::Engine(e) | Target::Stream(e) => e.new_var(),
             Target::Batch(_) => unreachable!("a run's batches are opened by the run"),
             Target::Serial(s) => s.new_var(),
         }
@@ -98,7 +100,7 @@ impl Target<'_, '_, '_> {
 
     fn wait_for_all(&mut self) -> Result<(), EngineError> {
         match self {
-            Target::Engine(e) => e.wait_for_all(),
+            Target::Engine(e) | Target::Stream(e) => e.wait_for_all(),
             Target::Batch(_) => unreachable!("a run's batches are opened by the run"),
             Target::Serial(s) => s.wait_for_all(),
         }
@@ -118,6 +120,23 @@ pub fn run_trace_batched(
     batch: usize,
 ) -> Result<RunResult, EngineError> {
     let (vars, result) = timed_pushes(Target::Engine(engine), trace, counter, batch)?;
+    finish_run(engine, vars, result)
+}
+
+/// [`run_trace`], taking the ops as a stream ([`Engine::push_all`]), which
+/// asks for the lines of the next ops' vars while it pushes; the ops with
+/// a priority, and every op when `counter` is given, are pushed one by
+/// one.
+///
+/// # Errors
+///
+/// Any error of the engine (none is expected).
+pub fn run_trace_stream(
+    engine: &Engine,
+    trace: &Trace,
+    counter: Option<&Arc<AtomicUsize>>,
+) -> Result<RunResult, EngineError> {
+    let (vars, result) = timed_pushes(Target::Stream(engine), trace, counter, 0)?;
     finish_run(engine, vars, result)
 }
 
@@ -164,8 +183,10 @@ fn timed_pushes(
     // as the run (a fresh 1.5 MB list for 62,500 empty ops made them 110
     // ns per op, against 40). The run fills it again, chunk by chunk,
     // inside the clock.
-    let stream =
-        matches!(target, Target::Serial(_)) && batch == 0 && high == 0 && counter.is_none();
+    let stream = matches!(target, Target::Serial(_) | Target::Stream(_))
+        && batch == 0
+        && high == 0
+        && counter.is_none();
     let mut refs: Vec<&Var> = Vec::new();
     if stream {
         let most = trace
@@ -223,15 +244,15 @@ fn timed_pushes(
         }
     };
     match (&mut target, batch) {
-        (Target::Serial(serial), _) if stream => {
-            // The scope takes the ops as a stream (`Serial::push_all`), so
-            // that it can ask for the lines of the vars the next ones
-            // write; each op then needs var lists of its own, alive
-            // together, instead of the two lists `push_op` refills. They
-            // are resolved a chunk of ops at a time, inside the clock as
-            // in `gather`, into one list that stays in cache (one list
-            // for the whole trace, 28 MB for a million `random` ops, made
-            // that run 15% slower).
+        (Target::Serial(_) | Target::Stream(_), _) if stream => {
+            // The ops go as a stream (`Serial::push_all`,
+            // `Engine::push_all`), so that the lines of the next ones'
+            // vars are asked for early; each op then needs var lists of
+            // its own, alive together, instead of the two lists `push_op`
+            // refills. They are resolved a chunk of ops at a time, inside
+            // the clock as in `gather`, into one list that stays in cache
+            // (one list for the whole trace, 28 MB for a million `random`
+            // ops, made a serial scope's run 15% slower).
             for chunk in trace.ops.chunks(STREAM_CHUNK) {
                 // A chunk's ids are one run of `var_ids`: the trace keeps
                 // them op after op.
@@ -242,7 +263,7 @@ fn timed_pushes(
                 refs.clear();
                 refs.extend(trace.var_ids[base..end].iter().map(|&v| &vars[v as usize]));
                 let refs = &refs;
-                serial.push_all(chunk.iter().map(|op| {
+                let ops = chunk.iter().map(|op| {
                     let r = op.reads_start as usize - base;
                     let w = r + op.n_reads as usize;
                     let desc = OpDesc::new("bench")
@@ -257,7 +278,12 @@ fn timed_pushes(
                         Ok(())
                     };
                     (desc, body)
-                }))?;
+                });
+                match &mut target {
+                    Target::Serial(serial) => serial.push_all(ops)?,
+                    Target::Stream(engine) => engine.push_all(ops)?,
+                    Target::Engine(_) | Target::Batch(_) => unreachable!("not a stream"),
+                }
             }
         }
         (Target::Engine(engine), b) if b > 0 => {
@@ -618,11 +644,11 @@ mod tests {
     }
 
     #[test]
-    fn a_serial_stream_runs_every_op_of_the_trace_once() {
-        // The stream (`Serial::push_all`) resolves each op's vars out of
-        // a list per chunk of ops: a slip in its offsets writes other
-        // vars, or none. The sizes pass one chunk (`STREAM_CHUNK`), and
-        // the last chunk is partial.
+    fn a_stream_runs_every_op_of_the_trace_once() {
+        // The stream (`Serial::push_all`, `Engine::push_all`) resolves
+        // each op's vars out of a list per chunk of ops: a slip in its
+        // offsets writes other vars, or none. The sizes pass one chunk
+        // (`STREAM_CHUNK`), and the last chunk is partial.
         let workloads = [
             Spec::new(Workload::Indep, 20_000),
             Spec::new(Workload::Chain, 20_000),
@@ -644,6 +670,15 @@ mod tests {
             };
             let got: Vec<u64> = vars.iter().map(Var::version).collect();
             assert_eq!(got, expected_versions(&trace), "{:?}", spec.workload);
+            finish_run(&engine, vars, RunResult::default()).unwrap();
+            let (vars, _) = timed_pushes(Target::Stream(&engine), &trace, None, 0).unwrap();
+            let got: Vec<u64> = vars.iter().map(Var::version).collect();
+            assert_eq!(
+                got,
+                expected_versions(&trace),
+                "engine, {:?}",
+                spec.workload
+            );
             finish_run(&engine, vars, RunResult::default()).unwrap();
         }
     }

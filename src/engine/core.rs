@@ -321,6 +321,21 @@ impl Core {
         Ok(())
     }
 
+    /// Asks for the lines of `desc`'s vars that its push will read and
+    /// write, ahead of that push (`Engine::push_all`): the ones the push
+    /// itself asks for just before it reads them (`Core::push_to`). A
+    /// hint only: a var the push will refuse harms nothing.
+    #[inline]
+    pub(crate) fn ask_for_push_lines(&self, desc: &OpDesc<'_>) {
+        let ask = |v: &Var| {
+            v.inner.prefetch();
+            v.inner.prefetch_read_only();
+            true
+        };
+        desc.reads.all(ask);
+        desc.writes.all(ask);
+    }
+
     /// [`Core::push`] without its help (a batch never helps); an op ready
     /// at once goes to `held` when given (a batch, see `batch.rs`) instead
     /// of to the executor. Returns the op's sequence number.

@@ -86,6 +86,7 @@ mod ready;
 pub(crate) mod replay;
 mod serial;
 mod signal;
+mod stream;
 mod var;
 
 use std::borrow::Cow;
@@ -241,6 +242,63 @@ impl Engine {
         F: FnOnce(&OpCtx<'_>) -> OpResult + Send + 'static,
     {
         self.core().push(desc, Body::sync(body), None, false)
+    }
+
+    /// Pushes the ops `ops` yields, in order, each as [`Engine::push`]
+    /// pushes it; stops at the first op that `push` refuses.
+    ///
+    /// What it adds to a loop of pushes: while it pushes one op it has
+    /// already taken the next few (up to seven) from the iterator and
+    /// asked the CPU for the cache lines of their vars that a push reads
+    /// and writes. When the ops name vars out of this core's caches (a
+    /// fresh var per op, or many vars used once in a while), a loop of
+    /// pushes waits for those misses one op after another, while here
+    /// they overlap with the pushes before (BENCHMARKS.md, "The engine's
+    /// stream"). Nothing else changes: the ops depend on each other as
+    /// the same pushes would make them, and may start as soon as they are
+    /// pushed; only the iterator is advanced earlier, so an iterator that
+    /// depends on what was pushed before it yields is better served by
+    /// `push`.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// use depengine::{Engine, OpCtx, OpDesc};
+    ///
+    /// let engine = Engine::builder().build()?;
+    /// let vars: Vec<_> = (0..100).map(|_| engine.new_var()).collect();
+    /// let total = Arc::new(AtomicU64::new(0));
+    /// engine.push_all(vars.iter().enumerate().map(|(i, v)| {
+    ///     let total = total.clone();
+    ///     let body = move |_: &OpCtx<'_>| {
+    ///         total.fetch_add(i as u64, Ordering::Relaxed);
+    ///         Ok(())
+    ///     };
+    ///     (OpDesc::new("add").writes(v), body)
+    /// }))?;
+    /// engine.wait_for_all()?;
+    /// assert_eq!(total.load(Ordering::Relaxed), 4950);
+    /// assert!(vars.iter().all(|v| v.version() == 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first error of [`Engine::push`]: the ops before the refused one
+    /// are pushed; it and those after it are not, and the ones already
+    /// taken from the iterator are dropped.
+    pub fn push_all<'v, F, I>(&self, ops: I) -> Result<(), EngineError>
+    where
+        I: IntoIterator<Item = (OpDesc<'v>, F)>,
+        F: FnOnce(&OpCtx<'_>) -> OpResult + Send + 'static,
+    {
+        let core = self.core();
+        stream::each_ahead(
+            ops,
+            |(desc, _)| core.ask_for_push_lines(desc),
+            |(desc, body)| core.push(desc, Body::sync(body), None, false),
+        )
     }
 
     /// Pushes an op whose body completes it through a [`Completion`], from

@@ -34,22 +34,16 @@
 //! for a pushed op), and deletions. These are rare, and slow only for
 //! themselves.
 
-use std::collections::VecDeque;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use super::op::{Body, CtxOp};
+use super::stream;
 use super::{Engine, EngineError, OpCtx, OpDesc, OpResult, Property, Var};
 use crate::sync::{Arc, Ordering};
 
 /// The most written vars of an op deduplicated by comparing every pair;
 /// more are sorted by address.
 const PAIRWISE_MAX: usize = 32;
-
-/// Ops [`Serial::push_all`] takes from its iterator ahead of the one it
-/// runs. Each lets one more miss on a written var overlap the ops before
-/// it: with about 20-30 ns per op in a scope and a miss of 80-100 ns,
-/// four would do; eight leaves room for slower misses.
-const LOOKAHEAD: usize = 8;
 
 /// A scope in which ops run at their push, on the calling thread, without
 /// the var protocol: the one-thread form of the engine, for the sections
@@ -227,7 +221,7 @@ impl Serial<'_> {
     /// it; stops at the first op that `push` refuses.
     ///
     /// What it adds to a loop of pushes: while it runs one op it has
-    /// already taken the next few (up to eight) from the iterator and
+    /// already taken the next few (up to seven) from the iterator and
     /// asked the CPU for the cache line that holds the version of each
     /// var they write. An op of a scope touches no other line of its
     /// vars, so when each op writes a var out of this core's caches (a
@@ -276,22 +270,11 @@ impl Serial<'_> {
         I: IntoIterator<Item = (OpDesc<'v>, F)>,
         F: FnOnce(&OpCtx<'_>) -> OpResult,
     {
-        // Fused: it is asked for more after it ends.
-        let mut ops = ops.into_iter().fuse();
-        let mut ahead: VecDeque<(OpDesc<'v>, F)> = VecDeque::with_capacity(LOOKAHEAD);
-        loop {
-            while ahead.len() < LOOKAHEAD {
-                let Some(op) = ops.next() else {
-                    break;
-                };
-                ask_for_versions(&op.0);
-                ahead.push_back(op);
-            }
-            let Some((desc, body)) = ahead.pop_front() else {
-                return Ok(());
-            };
-            self.push(desc, body)?;
-        }
+        stream::each_ahead(
+            ops,
+            |(desc, _)| ask_for_versions(desc),
+            |(desc, body)| self.push(desc, body),
+        )
     }
 
     /// Deletes a var, as [`Engine::delete_var`]; it is gone when this

@@ -9,7 +9,7 @@ use clap::Args;
 
 use depengine::bench::{
     ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, run_trace_serial,
-    ReplayVars, Spec, Summary, TraceReplay, Workload,
+    run_trace_stream, ReplayVars, Spec, Summary, TraceReplay, Workload,
 };
 use depengine::{Engine, EngineKind};
 
@@ -83,6 +83,12 @@ pub(crate) struct BenchArgs {
     /// thread. The line's system gets `-serial`.
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal", "batch", "pushers", "replay", "help_wait"])]
     serial: bool,
+    /// Push the ops as a stream (`Engine::push_all`), which asks for the
+    /// lines of the next ops' vars while it pushes, instead of one by one.
+    /// Not for priority (whose high-priority ops are timed at their push)
+    /// or roundtrip. The line's system gets `-stream`.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal", "batch", "pushers", "replay", "serial"])]
+    stream: bool,
     /// With --replay: the workload's vars are engine vars.
     #[arg(long, requires = "replay")]
     replay_engine_vars: bool,
@@ -134,6 +140,14 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Err(
             "--serial does not apply to roundtrip: its async ops complete on another thread".into(),
         );
+    }
+    if args.stream && args.workload == Workload::Priority {
+        return Err(
+            "--stream does not apply to priority: its high-priority ops are timed from their own pushes".into(),
+        );
+    }
+    if args.stream && args.workload == Workload::Roundtrip {
+        return Err("--stream does not apply to roundtrip, which waits after every push".into());
     }
     if args.pushers == 0 {
         return Err("--pushers must be at least 1".into());
@@ -205,6 +219,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.serial {
         system += "-serial";
     }
+    if args.stream {
+        system += "-stream";
+    }
     if let Some(n) = args.pooled_op_blocks {
         system += &format!("-pool{n}");
     }
@@ -245,6 +262,8 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 captured.run(&engine)
             } else if args.serial {
                 run_trace_serial(&mut engine, &trace, None)
+            } else if args.stream {
+                run_trace_stream(&engine, &trace, None)
             } else if args.pushers > 1 {
                 run_trace_pushers(&engine, &trace, None, args.pushers)
             } else {
