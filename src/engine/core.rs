@@ -321,19 +321,27 @@ impl Core {
         Ok(())
     }
 
-    /// Asks for the lines of `desc`'s vars that its push will read and
-    /// write, ahead of that push (`Engine::push_all`): the ones the push
-    /// itself asks for just before it reads them (`Core::push_to`). A
-    /// hint only: a var the push will refuse harms nothing.
+    /// Asks for the lines of the vars `desc` writes that its push will
+    /// read and write, ahead of that push (`Engine::push_all`): the ones
+    /// the push itself asks for just before it reads them
+    /// (`Core::push_to`). A hint only: a var the push will refuse harms
+    /// nothing.
+    ///
+    /// Why not the vars it reads: a var an op reads is usually the output
+    /// of an op pushed shortly before, which a worker may be completing
+    /// right then; asked for several pushes early, its line left that
+    /// worker before the worker was done with it (the empty
+    /// `wavefront`-1000 at 2 workers, 4-10% slower than single pushes;
+    /// BENCHMARKS.md, "The engine's stream"). A var an op writes is often
+    /// one no op has used for long (a fresh output), which is where the
+    /// misses were.
     #[inline]
     pub(crate) fn ask_for_push_lines(&self, desc: &OpDesc<'_>) {
-        let ask = |v: &Var| {
+        desc.writes.all(|v| {
             v.inner.prefetch();
             v.inner.prefetch_read_only();
             true
-        };
-        desc.reads.all(ask);
-        desc.writes.all(ask);
+        });
     }
 
     /// [`Core::push`] without its help (a batch never helps); an op ready

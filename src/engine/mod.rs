@@ -249,12 +249,12 @@ impl Engine {
     ///
     /// What it adds to a loop of pushes: while it pushes one op it has
     /// already taken the next few (up to seven) from the iterator and
-    /// asked the CPU for the cache lines of their vars that a push reads
-    /// and writes. When the ops name vars out of this core's caches (a
-    /// fresh var per op, or many vars used once in a while), a loop of
-    /// pushes waits for those misses one op after another, while here
-    /// they overlap with the pushes before (BENCHMARKS.md, "The engine's
-    /// stream"). Nothing else changes: the ops depend on each other as
+    /// asked the CPU for the cache lines that their pushes read and
+    /// write in the vars they write. When the ops write vars out of this
+    /// core's caches (a fresh output per op, or many vars used once in a
+    /// while), a loop of pushes waits for those misses one op after
+    /// another, while here they overlap with the pushes before
+    /// (BENCHMARKS.md, "The engine's stream"). Nothing else changes: the ops depend on each other as
     /// the same pushes would make them, and may start as soon as they are
     /// pushed; only the iterator is advanced earlier, so an iterator that
     /// depends on what was pushed before it yields is better served by
