@@ -254,11 +254,11 @@ impl Engine {
     /// core's caches (a fresh output per op, or many vars used once in a
     /// while), a loop of pushes waits for those misses one op after
     /// another, while here they overlap with the pushes before
-    /// (BENCHMARKS.md, "The engine's stream"). Nothing else changes: the ops depend on each other as
-    /// the same pushes would make them, and may start as soon as they are
-    /// pushed; only the iterator is advanced earlier, so an iterator that
-    /// depends on what was pushed before it yields is better served by
-    /// `push`.
+    /// (BENCHMARKS.md, "The engine's stream"). Nothing else changes: the
+    /// ops depend on each other as the same pushes would make them, and
+    /// may start as soon as they are pushed; only the iterator is
+    /// advanced earlier, so an iterator that depends on what was pushed
+    /// before it yields is better served by `push`.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};
