@@ -7,6 +7,9 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+#[path = "common/fold.rs"]
+mod fold;
+
 use depengine::util::rng::SplitMix64;
 use depengine::{Engine, EngineError, EngineKind, OpCtx, OpDesc, OpError, Var};
 
@@ -72,27 +75,9 @@ struct Observed {
     failures: usize,
 }
 
-/// The body of op `i`: folds what it reads into `seen[i]`, and its index
-/// into every var it writes.
+/// The body of op `i` (see `fold`), failing when the program says so.
 fn body(i: usize, op: &Op, values: &[AtomicU64], seen: &[AtomicU64]) -> Result<(), OpError> {
-    let mut h = i as u64 + 1;
-    for &r in &op.reads {
-        h = h
-            .wrapping_mul(31)
-            .wrapping_add(values[r].load(Ordering::SeqCst));
-    }
-    seen[i].store(h, Ordering::SeqCst);
-    let mut done: Vec<usize> = Vec::new();
-    for &w in &op.writes {
-        if !done.contains(&w) {
-            done.push(w);
-            let v = values[w].load(Ordering::SeqCst);
-            values[w].store(
-                v.wrapping_mul(1_000_003).wrapping_add(i as u64),
-                Ordering::SeqCst,
-            );
-        }
-    }
+    fold::fold(i, &op.reads, &op.writes, values, seen);
     if op.fails {
         return Err(OpError::msg(format!("op{i} fails")));
     }

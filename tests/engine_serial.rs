@@ -9,6 +9,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
+#[path = "common/fold.rs"]
+mod fold;
+
 use depengine::util::rng::SplitMix64;
 use depengine::{
     Context, Engine, EngineError, EngineKind, OpCtx, OpDesc, OpError, Property, Serial, Var,
@@ -105,24 +108,7 @@ fn body(
     values: &[AtomicU64],
     seen: &[AtomicU64],
 ) -> Result<(), OpError> {
-    let mut h = i as u64 + 1;
-    for &r in reads {
-        h = h
-            .wrapping_mul(31)
-            .wrapping_add(values[r].load(Ordering::SeqCst));
-    }
-    seen[i].store(h, Ordering::SeqCst);
-    let mut done: Vec<usize> = Vec::new();
-    for &w in writes {
-        if !done.contains(&w) {
-            done.push(w);
-            let v = values[w].load(Ordering::SeqCst);
-            values[w].store(
-                v.wrapping_mul(1_000_003).wrapping_add(i as u64),
-                Ordering::SeqCst,
-            );
-        }
-    }
+    fold::fold(i, reads, writes, values, seen);
     match fate {
         Fate::Ok => Ok(()),
         Fate::Fails => Err(OpError::msg(format!("op{i} fails"))),
