@@ -89,7 +89,7 @@ mod imp {
                         // lines here now, while this push fills the current one.
                         let n = c.take.len();
                         if n >= PREFETCH_AHEAD {
-                            prefetch_block(&*c.take[n - PREFETCH_AHEAD], Intent::Write);
+                            prefetch_block(&*c.take[n - PREFETCH_AHEAD], Intent::Fill);
                         }
                         return Some(b);
                     }

@@ -567,25 +567,40 @@ impl OpBlock {
 /// What a prefetch of an op block is for.
 #[derive(Clone, Copy)]
 pub(crate) enum Intent {
-    /// The block will be read (a worker about to run the op).
+    /// The block's two hot lines will be read (a worker about to run the
+    /// op).
     Read,
-    /// The block will be written (a pusher about to fill a recycled block,
-    /// a completion about to grant the op).
+    /// The block's two hot lines will be written (a completion about to
+    /// grant the op).
     Write,
+    /// Every line of the block will be written (a pusher about to fill a
+    /// recycled block).
+    // Under loom blocks are not recycled (`block_pool.rs`).
+    #[cfg_attr(loom, allow(dead_code))]
+    Fill,
 }
 
-/// Asks the CPU to start fetching `block`'s two hot lines into this core's
-/// cache: a block usually lies in another core's cache when it is needed.
+/// Asks the CPU to start fetching `block`'s lines into this core's cache
+/// (the two hot ones, or all of them to fill it): a block usually lies in
+/// another core's cache when it is needed.
 #[inline]
 pub(crate) fn prefetch_block(block: *const OpBlock, intent: Intent) {
     let p = block as *const u8;
     match intent {
-        // For writing, so that the pusher's stores into a recycled block
-        // do not each wait for the core that completed it to give the
-        // line up.
+        // For writing, so that the stores into the block do not each wait
+        // for the core that last wrote it to give the line up.
         Intent::Write => {
             super::prefetch::line_for_write(p);
             super::prefetch::line_for_write(p.wrapping_add(64));
+        }
+        // A push writes the name and the signal too, on the block's third
+        // line, before the locked increment that numbers the op; that
+        // increment waits for every store before it, so a line left out
+        // here is a miss it waits on.
+        Intent::Fill => {
+            for line in (0..std::mem::size_of::<OpBlock>()).step_by(64) {
+                super::prefetch::line_for_write(p.wrapping_add(line));
+            }
         }
         Intent::Read => {
             super::prefetch::line(p);
