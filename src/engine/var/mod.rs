@@ -506,6 +506,7 @@ const APPEND_INLINE: usize = 24;
 ///
 /// Returns how many vars granted the op at once, and whether any had been
 /// deleted before.
+#[inline]
 pub(crate) fn append_all(
     op: OpPtr,
     reads: &[VarSlot],

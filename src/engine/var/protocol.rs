@@ -171,6 +171,7 @@ impl VarInner {
     /// drop the var's self-reference (see
     /// [`super::VarPtr::release_self_ref`]).
     #[must_use]
+    #[inline]
     pub(crate) fn complete_read(&self, ready: &mut ReadyList) -> bool {
         if !self.count_out_fast_read() {
             return false;
@@ -250,6 +251,7 @@ impl VarInner {
     /// the queue's head, taken in push order, and anything appended later
     /// queues behind its last op.
     #[must_use]
+    #[inline]
     pub(crate) fn complete_write(
         &self,
         exit: WriteExit,
