@@ -352,6 +352,9 @@ pub(crate) mod deque {
                 self.0.lock().pop_front()
             }
         }
+        pub(crate) fn len(&self) -> usize {
+            self.0.lock().len()
+        }
         pub(crate) fn is_empty(&self) -> bool {
             self.0.lock().is_empty()
         }

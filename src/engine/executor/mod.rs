@@ -10,6 +10,7 @@
 //! The engine's own wait ops (empty bodies that only signal a blocked caller)
 //! run inline under every executor: a worker hop would only add latency.
 
+mod ahead;
 mod inline;
 pub(crate) mod naive;
 pub(crate) mod per_device;

@@ -18,15 +18,22 @@
 //! (as tokio's LIFO slot does): a chain of dependent ops stays on one warm
 //! worker. The slot is used only while the heap is empty, so it never runs a
 //! low-priority op ahead of a queued higher one.
+//!
+//! Before it runs an op, a worker also takes the one after it from its own
+//! deque into a slot of its own, to ask for its block early; the other
+//! workers steal from that slot once every queue is empty (`ahead.rs`).
 
 use std::collections::BinaryHeap;
 
 use crate::sync::deque::{Injector, Stealer, Worker};
-use crate::sync::{steal_settled, thread, Arc, AtomicBool, AtomicUsize, Backoff, Mutex, Ordering};
+use crate::sync::{
+    steal_settled, thread, Arc, AtomicBool, AtomicUsize, Backoff, CachePadded, Mutex, Ordering,
+};
 
 use super::super::core::Core;
 use super::super::error::EngineError;
 use super::super::op::OpPtr;
+use super::ahead::Ahead;
 use super::pusher_queues::PusherQueues;
 use super::sleep::Sleep;
 
@@ -70,6 +77,9 @@ pub(crate) struct PoolShared {
     /// `pusher_queues.rs`); the injector takes the rest.
     pushers: PusherQueues,
     stealers: Vec<Stealer<OpPtr>>,
+    /// Each worker's op held ahead (`ahead.rs`), which the others steal
+    /// when every queue is empty.
+    ahead: Vec<CachePadded<Ahead>>,
     prio: Mutex<BinaryHeap<PrioEntry>>,
     prio_len: AtomicUsize,
     by_priority: bool,
@@ -89,6 +99,9 @@ impl PoolShared {
             injector: Injector::new(),
             pushers: PusherQueues::new(workers <= PUSHER_QUEUES_UP_TO_WORKERS),
             stealers: locals.iter().map(|w| w.stealer()).collect(),
+            ahead: (0..workers)
+                .map(|_| CachePadded::new(Ahead::new()))
+                .collect(),
             prio: Mutex::new(BinaryHeap::new()),
             prio_len: AtomicUsize::new(0),
             by_priority,
@@ -145,6 +158,7 @@ impl PoolShared {
         self.stealers
             .iter()
             .find_map(|s| steal_settled(|| s.steal()))
+            .or_else(|| self.ahead.iter().find_map(|a| a.take()))
     }
 
     /// Worker threads of the pool.
@@ -199,6 +213,14 @@ impl PoolShared {
                 return Some(op);
             }
         }
+        for (i, a) in self.ahead.iter().enumerate() {
+            if i == index {
+                continue;
+            }
+            if let Some(op) = a.take() {
+                return Some(op);
+            }
+        }
         if self.prio_len.load(Ordering::Acquire) > 0 {
             return self.pop_prio(false);
         }
@@ -227,6 +249,7 @@ impl PoolShared {
             || !self.injector.is_empty()
             || !self.pushers.is_empty()
             || self.stealers.iter().any(|s| !s.is_empty())
+            || self.ahead.iter().any(|a| !a.is_empty())
     }
 }
 
@@ -297,11 +320,16 @@ pub(crate) struct LocalSlot<'a> {
 
 fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, index: usize) {
     let mut next: Option<OpPtr> = None;
+    let ahead = &*shared.ahead[index];
     PusherQueues::mark_worker_thread();
     loop {
-        let op = match next.take() {
+        // The op held ahead comes before the queues, as the next slot's
+        // does and under its rule; and before a search in any case: a
+        // worker never sleeps holding one (`ahead.rs`).
+        let held = || shared.slot_allowed().then(|| ahead.take()).flatten();
+        let op = match next.take().or_else(held) {
             Some(op) => op,
-            None => match shared.find(&local, index) {
+            None => match shared.find(&local, index).or_else(|| ahead.take()) {
                 Some(op) => op,
                 None => match search(&shared, &local, index) {
                     Some(op) => op,
@@ -314,6 +342,7 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
                 },
             },
         };
+        ahead.fill(&local);
         let ready = core.execute(op, Some(index));
         if !ready.is_empty() {
             core.dispatch_all(
@@ -394,6 +423,72 @@ mod tests {
         }
         shared.wake_another_if_more();
         shared.sleep.sleepers()
+    }
+
+    /// Stand-ins for op blocks, never run: the pool only moves their
+    /// addresses (and asks for their lines, a hint).
+    #[repr(align(64))]
+    struct Fake {
+        _bytes: [u8; 192],
+    }
+
+    fn fakes(n: usize) -> Vec<Fake> {
+        (0..n).map(|_| Fake { _bytes: [0; 192] }).collect()
+    }
+
+    fn op(blocks: &[Fake], k: usize) -> OpPtr {
+        OpPtr(NonNull::from(&blocks[k]).cast())
+    }
+
+    #[test]
+    fn a_worker_holds_an_op_ahead_only_while_its_deque_keeps_another() {
+        let blocks = fakes(2);
+        let (shared, locals) = PoolShared::new("test", 2, false);
+        locals[0].push(op(&blocks, 0));
+        shared.ahead[0].fill(&locals[0]);
+        assert!(shared.ahead[0].is_empty(), "a lone op stays stealable");
+        assert_eq!(locals[0].len(), 1);
+        locals[0].push(op(&blocks, 1));
+        shared.ahead[0].fill(&locals[0]);
+        assert_eq!(locals[0].len(), 1, "one op left in the deque");
+        assert!(
+            shared.ahead[0].take() == Some(op(&blocks, 0)),
+            "the deque's front is held, so the order is kept"
+        );
+    }
+
+    #[test]
+    fn another_worker_steals_the_held_op_once_every_queue_is_empty() {
+        let blocks = fakes(2);
+        let (shared, locals) = PoolShared::new("test", 2, false);
+        locals[0].push(op(&blocks, 0));
+        locals[0].push(op(&blocks, 1));
+        shared.ahead[0].fill(&locals[0]);
+        assert!(
+            shared.find(&locals[1], 1) == Some(op(&blocks, 1)),
+            "the deque is stolen from first"
+        );
+        assert!(shared.has_work(), "a held op is work: nobody sleeps on it");
+        assert!(
+            shared.find(&locals[1], 1) == Some(op(&blocks, 0)),
+            "then the held op"
+        );
+        assert!(shared.ahead[0].take().is_none(), "taken once only");
+        assert!(!shared.has_work());
+        assert!(shared.find(&locals[1], 1).is_none());
+    }
+
+    #[test]
+    fn a_helping_thread_takes_a_held_op() {
+        let blocks = fakes(2);
+        let (shared, locals) = PoolShared::new("test", 1, false);
+        locals[0].push(op(&blocks, 0));
+        locals[0].push(op(&blocks, 1));
+        shared.ahead[0].fill(&locals[0]);
+        assert!(locals[0].pop() == Some(op(&blocks, 1)));
+        assert!(shared.take_for_helper() == Some(op(&blocks, 0)));
+        assert!(shared.take_for_helper().is_none());
+        assert!(!shared.has_work());
     }
 
     #[test]
