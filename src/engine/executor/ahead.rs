@@ -10,10 +10,13 @@
 //! misses came one after the other. Taken one op ahead, the block is
 //! asked for while the op before runs, and `execute` finds the vars'
 //! addresses at once. On the 2-core sandbox that made the empty `random`
-//! 17–46% faster and the empty `indep` taken as a stream 12–14%
-//! (`BENCHMARKS.md`, "A ready op held one ahead"). Holding two (the
-//! second with its vars' lines asked for too) gained no more there and
-//! cost a few percent on the wavefronts and `fan`.
+//! at full size 55% faster at one worker and 14% at two, and the empty
+//! `indep` taken as a stream 4–7%; ops that a worker's completion made
+//! ready, whose blocks it has just touched, pay the swap for nothing
+//! (`fan`, `wavefront`: 2–5% slower at the medians), and so does a small
+//! `random` (`BENCHMARKS.md`, "A ready op held one ahead"). Holding two
+//! (the second with its vars' lines asked for too) gained no more there
+//! and cost 3–4% on the wavefronts and `fan`.
 //!
 //! # Rules
 //!
