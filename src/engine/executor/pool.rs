@@ -457,13 +457,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn another_worker_steals_the_held_op_once_every_queue_is_empty() {
+    /// A pool of `workers` workers whose first has two ops in its deque
+    /// and has filled its slot: it holds the first, its deque the second.
+    fn one_held(workers: usize) -> (Vec<Fake>, PoolShared, Vec<Worker<OpPtr>>) {
         let blocks = fakes(2);
-        let (shared, locals) = PoolShared::new("test", 2, false);
+        let (shared, locals) = PoolShared::new("test", workers, false);
         locals[0].push(op(&blocks, 0));
         locals[0].push(op(&blocks, 1));
         shared.ahead[0].fill(&locals[0]);
+        (blocks, shared, locals)
+    }
+
+    #[test]
+    fn another_worker_steals_the_held_op_once_every_queue_is_empty() {
+        let (blocks, shared, locals) = one_held(2);
         assert!(
             shared.find(&locals[1], 1) == Some(op(&blocks, 1)),
             "the deque is stolen from first"
@@ -480,11 +487,7 @@ mod tests {
 
     #[test]
     fn a_helping_thread_takes_a_held_op() {
-        let blocks = fakes(2);
-        let (shared, locals) = PoolShared::new("test", 1, false);
-        locals[0].push(op(&blocks, 0));
-        locals[0].push(op(&blocks, 1));
-        shared.ahead[0].fill(&locals[0]);
+        let (blocks, shared, locals) = one_held(1);
         assert!(locals[0].pop() == Some(op(&blocks, 1)));
         assert!(shared.take_for_helper() == Some(op(&blocks, 0)));
         assert!(shared.take_for_helper().is_none());
