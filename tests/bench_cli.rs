@@ -50,6 +50,24 @@ fn small_wavefront_with(n: &str, option: &str, value: &str) -> String {
     ])
 }
 
+/// The result line of 500 `random` ops with 1 µs bodies on 2 workers,
+/// one run, pushed the way `mode` (a flag of `depengine bench`) says.
+fn busy_random_on_two_workers(mode: &str) -> String {
+    result_line(&[
+        "--workload",
+        "random",
+        "--ops",
+        "500",
+        "--body-us",
+        "1",
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        mode,
+    ])
+}
+
 fn field<'a>(line: &'a str, key: &str) -> &'a str {
     line.split_whitespace()
         .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
@@ -245,19 +263,7 @@ fn serial_runs_report_one_thread_and_refuse_roundtrip() {
     // On a 2-worker engine the serial scope still runs every op on the
     // pushing thread: one thread, and a busy body's time per op is its
     // body's at least.
-    let line = result_line(&[
-        "--workload",
-        "random",
-        "--ops",
-        "500",
-        "--body-us",
-        "1",
-        "--workers",
-        "2",
-        "--runs",
-        "1",
-        "--serial",
-    ]);
+    let line = busy_random_on_two_workers("--serial");
     let line = line.as_str();
     assert_eq!(field(line, "system"), "depengine-per-device-serial");
     assert_eq!(field(line, "workers"), "1");
@@ -279,19 +285,7 @@ fn serial_runs_report_one_thread_and_refuse_roundtrip() {
 fn stream_runs_report_their_system_and_refuse_priority_and_roundtrip() {
     // A busy body's time per op on 2 workers is half its body's at
     // least: the ops ran, on the workers.
-    let line = result_line(&[
-        "--workload",
-        "random",
-        "--ops",
-        "500",
-        "--body-us",
-        "1",
-        "--workers",
-        "2",
-        "--runs",
-        "1",
-        "--stream",
-    ]);
+    let line = busy_random_on_two_workers("--stream");
     let line = line.as_str();
     assert_eq!(field(line, "system"), "depengine-per-device-stream");
     assert_eq!(field(line, "workers"), "2");
