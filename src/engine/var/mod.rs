@@ -660,12 +660,7 @@ fn append_two(op: OpPtr, reads: &[VarSlot], writes: &[VarSlot], deletes: bool) -
 /// Grants `op` one of its dependencies; collects it when that was the last.
 #[inline]
 pub(crate) fn grant(op: OpPtr, ready: &mut ReadyList) {
-    // SAFETY: a queued or granted op is live: it completes (and is recycled)
-    // only after every one of its vars has granted it, and this is one of them.
-    let block = unsafe { op.get() };
-    if block.wait.fetch_sub(1, Ordering::AcqRel) == 1 {
-        ready.push(op);
-    }
+    ready.grant(op);
 }
 
 #[cfg(all(test, not(loom)))]

@@ -351,7 +351,7 @@ impl VarInner {
         for pair in run.windows(2) {
             self.link_run(pair[0], pair[1]);
         }
-        grant(first, ready);
+        ready.grant_through_window(first);
     }
 
     /// Makes `next` the op after `op` in a run on this var.
