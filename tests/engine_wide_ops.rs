@@ -4,7 +4,7 @@
 //! against the same rounds run serially on every executor.
 //!
 //! The completion of an op of eight vars or more grants the writes its
-//! reads' completions start through a window (`ReadyList::windowed`); with
+//! reads' completions start through a window (`GrantWindow`, `ready.rs`); with
 //! 40 `y_k` each such completion keeps the window full, so grants are held
 //! back and made late. A grant lost would hang the run, one made twice
 //! trips the engine's check on the op's count (a panic in a completion

@@ -38,7 +38,7 @@ use super::op::{
     AsyncResult, Body, Context, CtxOp, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property, VarVec,
     PHASE_BODY_RETURNED, PHASE_DONE_IN_BODY, PHASE_IN_BODY,
 };
-use super::ready::{ReadyList, WINDOW_MIN_VARS};
+use super::ready::{GrantWindow, ReadyList, WINDOW_MIN_VARS};
 use super::signal::Signal;
 use super::var::{append_all, FailedVars, Var, VarId, VarInner, VarSlot, WriteExit};
 use super::EngineConfig;
@@ -692,14 +692,12 @@ impl Core {
                 Some(f)
             }
         };
+        let mut ready = ReadyList::new();
         let (writes, reads) = b.split_vars();
-        let mut ready = if writes.len() + reads.len() >= WINDOW_MIN_VARS {
-            ReadyList::windowed()
-        } else {
-            ReadyList::new()
-        };
+        // See `GrantWindow` for why an op of many vars grants through one.
+        let mut window = (writes.len() + reads.len() >= WINDOW_MIN_VARS).then(GrantWindow::new);
         for v in reads {
-            if v.complete_read(&mut ready) {
+            if v.complete_read(&mut ready, window.as_mut()) {
                 // SAFETY: the completion handed us the var's self-reference;
                 // `v` is not used again.
                 unsafe { v.var.release_self_ref() };
@@ -725,7 +723,9 @@ impl Core {
                 unsafe { v.var.release_self_ref() };
             }
         }
-        ready.flush_window();
+        if let Some(w) = &mut window {
+            w.flush(&mut ready);
+        }
         if let Some(signal) = &b.signal {
             signal.set(match &failure {
                 None => Ok(()),

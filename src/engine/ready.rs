@@ -7,15 +7,15 @@ use crate::sync::Ordering;
 
 const INLINE: usize = 4;
 
-/// Grants a windowed completion keeps in flight: each op's block is asked
-/// for this many grants before its own. Enough to overlap the misses, few
-/// enough to leave the core's fill buffers to the vars' lines.
+/// Grants a [`GrantWindow`] keeps in flight: each op's count line is
+/// asked for this many grants before its decrement. Enough to overlap the
+/// misses, few enough to leave the core's fill buffers to the vars' lines.
 const WINDOW: usize = 8;
 
-/// Vars an op needs before its completion grants through a window
-/// ([`ReadyList::windowed`]). An op of a few vars releases at most a few
-/// ops, whose grants the window would only delay: below this the
-/// completion grants as it goes, as before.
+/// Vars an op needs before its completion grants through a
+/// [`GrantWindow`]. An op of a few vars releases at most a few ops, whose
+/// grants the window would only delay: below this the completion grants
+/// as it goes.
 pub(crate) const WINDOW_MIN_VARS: usize = 8;
 
 /// Ops made ready by one completion or push. Most completions ready zero or
@@ -25,12 +25,78 @@ pub(crate) struct ReadyList {
     inline: [Option<OpPtr>; INLINE],
     len: usize,
     spill: Vec<OpPtr>,
-    /// Grants put off, oldest at `window_head`, in a list made by
-    /// [`ReadyList::windowed`]; `window_on` is false in every other list.
-    window: [Option<OpPtr>; WINDOW],
-    window_head: u8,
-    window_len: u8,
-    window_on: bool,
+}
+
+/// The grants a completion of many vars puts off: the writes that its
+/// reads' completions start, each made `WINDOW` grants after it was asked
+/// for, or at [`GrantWindow::flush`].
+///
+/// Why: a grant is a locked decrement on the op's block, which the pushing
+/// thread wrote, often on another core. A locked instruction lets no later
+/// load pass it, so a completion that grants a hundred ops one after
+/// another met a hundred misses in a row. The round's writer of `fan`
+/// reads every `y_k`, and the completion of each of those reads starts the
+/// write of `y_k` queued behind it: on the empty `fan` at one worker that
+/// decrement held 10% of all samples. Through the window the misses
+/// overlap. A grant put off is only an op made ready a little later by the
+/// same completion: the var's state was updated under its lock as before,
+/// and the op cannot run before its count reaches zero. (The reads a
+/// write releases have their blocks asked for ahead already,
+/// `protocol.rs`.) The window lives in the completion's frame, not in the
+/// [`ReadyList`] every completion returns.
+pub(crate) struct GrantWindow {
+    /// Grants put off, oldest at `head`.
+    ops: [Option<OpPtr>; WINDOW],
+    head: u8,
+    len: u8,
+}
+
+impl GrantWindow {
+    pub(crate) fn new() -> Self {
+        GrantWindow {
+            ops: [None; WINDOW],
+            head: 0,
+            len: 0,
+        }
+    }
+
+    /// Asks for `op`'s count line and puts its grant off; makes the oldest
+    /// grant held, into `ready`, when the window is full.
+    #[inline]
+    pub(crate) fn grant(&mut self, op: OpPtr, ready: &mut ReadyList) {
+        // The count's line alone: the grant writes nothing else, and the
+        // pushing thread may still be reading the op's vars from the next.
+        super::prefetch::line_for_write(op.0.as_ptr() as *const u8);
+        let len = usize::from(self.len);
+        if len == WINDOW {
+            let head = usize::from(self.head);
+            let oldest = self.ops[head].replace(op).expect("a full window");
+            self.head = ((head + 1) % WINDOW) as u8;
+            ready.grant(oldest);
+        } else {
+            let tail = (usize::from(self.head) + len) % WINDOW;
+            self.ops[tail] = Some(op);
+            self.len += 1;
+        }
+    }
+
+    /// Makes the grants still held, oldest first.
+    pub(crate) fn flush(&mut self, ready: &mut ReadyList) {
+        while self.len > 0 {
+            let head = usize::from(self.head);
+            let op = self.ops[head].take().expect("a held grant");
+            self.head = ((head + 1) % WINDOW) as u8;
+            self.len -= 1;
+            ready.grant(op);
+        }
+    }
+}
+
+impl Drop for GrantWindow {
+    fn drop(&mut self) {
+        // A grant left here would leave its op waiting for ever.
+        debug_assert_eq!(self.len, 0, "grants left in the window");
+    }
 }
 
 impl ReadyList {
@@ -39,39 +105,11 @@ impl ReadyList {
             inline: [None; INLINE],
             len: 0,
             spill: Vec::new(),
-            window: [None; WINDOW],
-            window_head: 0,
-            window_len: 0,
-            window_on: false,
         }
     }
 
-    /// A list for the completion of an op of many vars, which grants the
-    /// writes its reads' completions start through a window
-    /// ([`ReadyList::grant_through_window`]): each such grant asks for the
-    /// op's block and is made `WINDOW` grants later (or at
-    /// [`ReadyList::flush_window`]).
-    ///
-    /// Why: a grant is a locked decrement on the op's block, which the
-    /// pushing thread wrote, often on another core. A locked instruction
-    /// lets no later load pass it, so a completion that grants a hundred
-    /// ops one after another met a hundred misses in a row. The round's
-    /// writer of `fan` reads every `y_k`, and the completion of each of
-    /// those reads starts the write of `y_k` queued behind it: on the
-    /// empty `fan` at one worker that decrement held 10% of all samples.
-    /// Through the window the misses overlap. A grant put off is only an
-    /// op made ready a little later by the same completion: the var's
-    /// state was updated under its lock as before, and the op cannot run
-    /// before its count reaches zero. (The reads a write releases have
-    /// their blocks asked for ahead already, `protocol.rs`.)
-    pub(crate) fn windowed() -> Self {
-        ReadyList {
-            window_on: true,
-            ..ReadyList::new()
-        }
-    }
-
-    /// Grants `op` one of its dependencies, at once.
+    /// Grants `op` one of its dependencies, at once; collects it when that
+    /// was the last.
     #[inline]
     pub(crate) fn grant(&mut self, op: OpPtr) {
         // SAFETY: a queued or granted op is live: it completes (and is
@@ -87,41 +125,6 @@ impl ReadyList {
             // locked decrement, and a broken protocol must not go quiet.
             0 => over_granted(op),
             _ => {}
-        }
-    }
-
-    /// Grants `op` one of its dependencies: through the window in a
-    /// windowed list, at once in any other.
-    #[inline]
-    pub(crate) fn grant_through_window(&mut self, op: OpPtr) {
-        if !self.window_on {
-            self.grant(op);
-            return;
-        }
-        // The count's line alone: the grant writes nothing else, and
-        // whoever runs the op reads the rest.
-        super::prefetch::line_for_write(op.0.as_ptr() as *const u8);
-        let len = usize::from(self.window_len);
-        if len == WINDOW {
-            let head = usize::from(self.window_head);
-            let oldest = self.window[head].replace(op).expect("a full window");
-            self.window_head = ((head + 1) % WINDOW) as u8;
-            self.grant(oldest);
-        } else {
-            let tail = (usize::from(self.window_head) + len) % WINDOW;
-            self.window[tail] = Some(op);
-            self.window_len += 1;
-        }
-    }
-
-    /// Makes the grants the window still holds, oldest first.
-    pub(crate) fn flush_window(&mut self) {
-        while self.window_len > 0 {
-            let head = usize::from(self.window_head);
-            let op = self.window[head].take().expect("a held grant");
-            self.window_head = ((head + 1) % WINDOW) as u8;
-            self.window_len -= 1;
-            self.grant(op);
         }
     }
 
@@ -148,7 +151,6 @@ impl ReadyList {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        debug_assert_eq!(self.window_len, 0, "grants left in the window");
         self.len == 0 && self.spill.is_empty()
     }
 }
@@ -208,12 +210,12 @@ mod tests {
     }
 
     #[test]
-    fn a_window_holds_its_last_grants_until_flushed_and_makes_each_once() {
+    fn a_window_holds_its_last_grants_until_flushed_and_makes_each_once_oldest_first() {
         let n = 3 * WINDOW + 3;
         let (blocks, ptrs) = blocks(n, 1);
-        let mut list = ReadyList::windowed();
+        let (mut list, mut window) = (ReadyList::new(), GrantWindow::new());
         for &p in &ptrs {
-            list.grant_through_window(p);
+            window.grant(p, &mut list);
         }
         // Every grant but the last WINDOW has been made, oldest first.
         let made = drain(&mut list);
@@ -225,7 +227,7 @@ mod tests {
         for b in &blocks[n - WINDOW..] {
             assert_eq!(b.wait.load(Ordering::Relaxed), 1, "held, not granted");
         }
-        list.flush_window();
+        window.flush(&mut list);
         let rest = drain(&mut list);
         assert_eq!(rest.len(), WINDOW);
         for p in &ptrs[n - WINDOW..] {
@@ -240,9 +242,9 @@ mod tests {
     #[test]
     fn an_op_granted_through_the_window_is_ready_only_at_its_last_grant() {
         let (blocks, ptrs) = blocks(1, 2);
-        let mut list = ReadyList::windowed();
-        list.grant_through_window(ptrs[0]);
-        list.flush_window();
+        let (mut list, mut window) = (ReadyList::new(), GrantWindow::new());
+        window.grant(ptrs[0], &mut list);
+        window.flush(&mut list);
         assert!(list.is_empty(), "one grant of two");
         assert_eq!(blocks[0].wait.load(Ordering::Relaxed), 1);
         list.grant(ptrs[0]);
@@ -250,16 +252,11 @@ mod tests {
     }
 
     #[test]
-    fn an_ordinary_list_grants_through_the_window_at_once() {
-        let (blocks, ptrs) = blocks(WINDOW + 1, 1);
+    #[should_panic(expected = "granted more often than it waits for")]
+    fn a_grant_beyond_the_count_panics() {
+        let (_blocks, ptrs) = blocks(1, 1);
         let mut list = ReadyList::new();
-        for &p in &ptrs {
-            list.grant_through_window(p);
-        }
-        assert_eq!(drain(&mut list).len(), ptrs.len());
-        assert!(blocks.iter().all(|b| b.wait.load(Ordering::Relaxed) == 0));
-        // Nothing held: the flush has nothing to do.
-        list.flush_window();
-        assert!(list.is_empty());
+        list.grant(ptrs[0]);
+        list.grant(ptrs[0]);
     }
 }

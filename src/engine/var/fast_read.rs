@@ -250,11 +250,11 @@ mod tests {
         assert!(!v.fast_open(), "a write waits behind them: closed at once");
         while_another_thread_holds_the_lock(&v, || {
             let mut ready = ReadyList::new();
-            assert!(!v.complete_read(&mut ready));
+            assert!(!v.complete_read(&mut ready, None));
             assert!(ready.is_empty(), "the write waits for the other read");
         });
         let mut ready = ReadyList::new();
-        assert!(!v.complete_read(&mut ready));
+        assert!(!v.complete_read(&mut ready, None));
         assert_eq!(ready_ops(ready), vec![ptr(&ops[3])]);
         let mut ready = ReadyList::new();
         assert!(!complete_write(&v, &ops[3], &mut ready));

@@ -246,7 +246,7 @@ mod tests {
             assert!(u.fast_open());
         });
         let mut ready = ReadyList::new();
-        assert!(!u.complete_read(&mut ready));
+        assert!(!u.complete_read(&mut ready, None));
         // A var no op ever used gives its self-reference back at its last
         // handle's drop, as a used one does.
         let w = var();
@@ -273,7 +273,7 @@ mod tests {
             assert!(v.fast_open());
         });
         let mut ready = ReadyList::new();
-        assert!(!v.complete_read(&mut ready));
+        assert!(!v.complete_read(&mut ready, None));
         // The epoch stays open until a write (or the last handle) closes it.
         assert!(v.is_idle(false) && v.fast_open());
         orphan_all_and_check_freed(&[&v]);
@@ -325,7 +325,7 @@ mod tests {
         assert_eq!(ready_ops(ready), vec![ptr(&ops[1])], "the read is next");
         assert_eq!(v.done.version.load(Ordering::Relaxed), 1);
         let mut ready = ReadyList::new();
-        assert!(!v.complete_read(&mut ready));
+        assert!(!v.complete_read(&mut ready, None));
         assert_eq!(ready_ops(ready), vec![ptr(&ops[2])]);
         // Granted from the queue, not at its push: under the lock.
         assert!(!v.fast_write_running());
@@ -364,7 +364,7 @@ mod tests {
         // locks.
         let mut ready = ReadyList::new();
         assert!(!complete_write(&r, &ops[0], &mut ready));
-        assert!(!r.complete_read(&mut ready));
+        assert!(!r.complete_read(&mut ready, None));
         assert!(!complete_write_of(&w, &ops[1], false, &mut ready));
         assert!([&w, &x, &y].iter().all(|v| v.is_idle(true)));
         // The read granted from the queue opened an epoch on `r`, which

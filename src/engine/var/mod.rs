@@ -821,7 +821,7 @@ mod append_tests {
         // Complete the op as `Core::complete` does; every var is then idle.
         let mut ready = ReadyList::new();
         for v in &reads {
-            assert!(!v.complete_read(&mut ready), "no var was orphaned");
+            assert!(!v.complete_read(&mut ready, None), "no var was orphaned");
         }
         let exit = WriteExit {
             op,

@@ -5,7 +5,7 @@ use crate::sync::{Arc, Ordering, TryMutexGuard};
 
 use super::super::error::Failure;
 use super::super::op::{prefetch_block, Intent, OpPtr};
-use super::super::ready::ReadyList;
+use super::super::ready::{GrantWindow, ReadyList};
 use super::{grant, Access, Appended, FailedVars, VarInner, VarState};
 
 /// How many granted reads' blocks are asked for ahead of the one being
@@ -170,9 +170,16 @@ impl VarInner {
     /// last read of a closed epoch. Returns `true` when the caller must
     /// drop the var's self-reference (see
     /// [`super::VarPtr::release_self_ref`]).
+    ///
+    /// The write it starts, if any, is granted through `window` when one
+    /// is given (a completion of many vars, `ready.rs`).
     #[must_use]
     #[inline]
-    pub(crate) fn complete_read(&self, ready: &mut ReadyList) -> bool {
+    pub(crate) fn complete_read(
+        &self,
+        ready: &mut ReadyList,
+        window: Option<&mut GrantWindow>,
+    ) -> bool {
         if !self.count_out_fast_read() {
             return false;
         }
@@ -180,7 +187,7 @@ impl VarInner {
         self.reset_fast_done_locked(&mut s);
         let mut run = Run::new();
         self.take_head_writes_if_free(&mut s, &mut run);
-        self.unlock_and_start(s, &[], &run, ready)
+        self.unlock_and_start(s, &[], &run, ready, window)
     }
 
     /// After a read left: the queued writes' turn, if no read or write
@@ -213,6 +220,7 @@ impl VarInner {
         reads: &[OpPtr],
         run: &Run,
         ready: &mut ReadyList,
+        window: Option<&mut GrantWindow>,
     ) -> bool {
         let release = self.release_if_orphaned(&mut s);
         drop(s);
@@ -230,7 +238,7 @@ impl VarInner {
             }
             grant(op, ready);
         }
-        self.start_run(run, ready);
+        self.start_run(run, ready, window);
         release
     }
 
@@ -301,7 +309,7 @@ impl VarInner {
             }
             None => {}
         }
-        self.unlock_and_start(s, &reads, &run, ready)
+        self.unlock_and_start(s, &reads, &run, ready, None)
     }
 
     /// Only the write holding the var bumps it, so no read-modify-write (a
@@ -341,7 +349,7 @@ impl VarInner {
     /// pusher wait for it. Nobody else can reach the run's ops meanwhile:
     /// they left the queue under the lock, and the var names the run's last
     /// op as its writer, so later appends queue behind the run.
-    fn start_run(&self, run: &[OpPtr], ready: &mut ReadyList) {
+    fn start_run(&self, run: &[OpPtr], ready: &mut ReadyList, window: Option<&mut GrantWindow>) {
         let Some(&first) = run.first() else {
             return;
         };
@@ -351,7 +359,10 @@ impl VarInner {
         for pair in run.windows(2) {
             self.link_run(pair[0], pair[1]);
         }
-        ready.grant_through_window(first);
+        match window {
+            Some(w) => w.grant(first, ready),
+            None => grant(first, ready),
+        }
     }
 
     /// Makes `next` the op after `op` in a run on this var.
