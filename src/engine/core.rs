@@ -20,6 +20,7 @@
 //! Bookkeeping runs under [`AbortOnPanic`]: a panic there would leave var
 //! queues half updated, so it aborts instead of unwinding into user code.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
@@ -414,6 +415,7 @@ impl Core {
         // of dropping them spares an out-of-line drop call per field on
         // every push (one-thread `indep-novars` 58 -> 54 ns per op).
         debug_assert!(block.is_reset());
+        block.cold_owned = signal.is_some() || matches!(desc.name, Cow::Owned(_));
         std::mem::forget(std::mem::replace(&mut block.name, desc.name));
         std::mem::forget(std::mem::replace(block.body.get_mut(), body));
         std::mem::forget(std::mem::replace(&mut block.signal, signal));
@@ -726,11 +728,15 @@ impl Core {
         if let Some(w) = &mut window {
             w.flush(&mut ready);
         }
-        if let Some(signal) = &b.signal {
-            signal.set(match &failure {
-                None => Ok(()),
-                Some(f) => Err(f.clone()),
-            });
+        // Only a block that owns something there has its cold line read
+        // (see `OpBlock::cold_owned`).
+        if b.cold_owned {
+            if let Some(signal) = &b.signal {
+                signal.set(match &failure {
+                    None => Ok(()),
+                    Some(f) => Err(f.clone()),
+                });
+            }
         }
         // SAFETY: every var has released the op and no queue names it any
         // more, so this thread holds the only pointer: rebuild the box.
