@@ -579,7 +579,7 @@ impl OpBlock {
         // The cold line only when it holds something (see `cold_owned`);
         // an async op's hand-over is taken before its completion, but an
         // async op clears the line anyway.
-        if self.cold_owned || *self.async_phase.get_mut() != PHASE_IDLE {
+        if self.cold_owned || self.async_phase.load(Ordering::Relaxed) != PHASE_IDLE {
             self.signal = None;
             *self.async_result.get_mut() = None;
             self.name = Cow::Borrowed("");
