@@ -67,28 +67,30 @@ impl GrantWindow {
         // The count's line alone: the grant writes nothing else, and the
         // pushing thread may still be reading the op's vars from the next.
         super::prefetch::line_for_write(op.0.as_ptr() as *const u8);
-        let len = usize::from(self.len);
-        if len == WINDOW {
-            let head = usize::from(self.head);
-            let oldest = self.ops[head].replace(op).expect("a full window");
-            self.head = ((head + 1) % WINDOW) as u8;
+        if usize::from(self.len) == WINDOW {
+            let oldest = self.pop_oldest();
             ready.grant(oldest);
-        } else {
-            let tail = (usize::from(self.head) + len) % WINDOW;
-            self.ops[tail] = Some(op);
-            self.len += 1;
         }
+        let tail = (usize::from(self.head) + usize::from(self.len)) % WINDOW;
+        self.ops[tail] = Some(op);
+        self.len += 1;
     }
 
     /// Makes the grants still held, oldest first.
     pub(crate) fn flush(&mut self, ready: &mut ReadyList) {
         while self.len > 0 {
-            let head = usize::from(self.head);
-            let op = self.ops[head].take().expect("a held grant");
-            self.head = ((head + 1) % WINDOW) as u8;
-            self.len -= 1;
+            let op = self.pop_oldest();
             ready.grant(op);
         }
+    }
+
+    /// Takes the oldest grant held; the window holds at least one.
+    #[inline]
+    fn pop_oldest(&mut self) -> OpPtr {
+        let head = usize::from(self.head);
+        self.head = ((head + 1) % WINDOW) as u8;
+        self.len -= 1;
+        self.ops[head].take().expect("a held grant")
     }
 }
 

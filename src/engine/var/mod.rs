@@ -66,7 +66,6 @@ use crate::sync::{
 
 use super::error::Failure;
 use super::op::OpPtr;
-use super::ready::ReadyList;
 use queue::OpQueue;
 
 pub(crate) use protocol::WriteExit;
@@ -657,12 +656,6 @@ fn append_two(op: OpPtr, reads: &[VarSlot], writes: &[VarSlot], deletes: bool) -
     )
 }
 
-/// Grants `op` one of its dependencies; collects it when that was the last.
-#[inline]
-pub(crate) fn grant(op: OpPtr, ready: &mut ReadyList) {
-    ready.grant(op);
-}
-
 #[cfg(all(test, not(loom)))]
 mod layout_tests {
     use super::*;
@@ -819,7 +812,7 @@ mod append_tests {
         assert_eq!(granted, 3, "every var granted the op");
         assert!(b.fast_write_running(), "ready at its push: a fast write");
         // Complete the op as `Core::complete` does; every var is then idle.
-        let mut ready = ReadyList::new();
+        let mut ready = crate::engine::ready::ReadyList::new();
         for v in &reads {
             assert!(!v.complete_read(&mut ready, None), "no var was orphaned");
         }

@@ -6,7 +6,7 @@ use crate::sync::{Arc, Ordering, TryMutexGuard};
 use super::super::error::Failure;
 use super::super::op::{prefetch_block, Intent, OpPtr};
 use super::super::ready::{GrantWindow, ReadyList};
-use super::{grant, Access, Appended, FailedVars, VarInner, VarState};
+use super::{Access, Appended, FailedVars, VarInner, VarState};
 
 /// How many granted reads' blocks are asked for ahead of the one being
 /// granted: enough to overlap their misses, few enough to leave the
@@ -236,7 +236,7 @@ impl VarInner {
             if let Some(&later) = reads.get(k + GRANT_AHEAD) {
                 prefetch_block(later.0.as_ptr(), Intent::Write);
             }
-            grant(op, ready);
+            ready.grant(op);
         }
         self.start_run(run, ready, window);
         release
@@ -277,7 +277,7 @@ impl VarInner {
             self.record_failure(f, failed_vars);
         }
         if let Some(next) = exit.run_next {
-            grant(next, ready);
+            ready.grant(next);
             return false;
         }
         if self.try_leave_fast_write(exit.op, exit.one_var) {
@@ -361,7 +361,7 @@ impl VarInner {
         }
         match window {
             Some(w) => w.grant(first, ready),
-            None => grant(first, ready),
+            None => ready.grant(first),
         }
     }
 
