@@ -18,6 +18,10 @@ pub(crate) struct Signal {
 #[cfg(not(loom))]
 pub(crate) const SIGNAL_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// How long of that spin goes without yielding the CPU.
+#[cfg(not(loom))]
+const SIGNAL_SPIN_UNYIELDING: std::time::Duration = std::time::Duration::from_micros(5);
+
 impl Signal {
     pub(crate) fn new() -> Self {
         Signal {
@@ -36,11 +40,21 @@ impl Signal {
 
     /// Blocks until the signal is set and returns its result.
     ///
-    /// Spins (yielding now and then) for up to `SIGNAL_SPIN` first: a wait
-    /// is often answered within microseconds — an async op completed by
-    /// another thread, a short op on a worker — and waking a parked thread
-    /// costs tens of microseconds. The spin only watches a flag; the
-    /// result is always taken under the lock.
+    /// Spins for up to `SIGNAL_SPIN` first: a wait is often answered
+    /// within microseconds — an async op completed by another thread, a
+    /// short op on a worker — and waking a parked thread costs tens of
+    /// microseconds. The spin only watches a flag; the result is always
+    /// taken under the lock.
+    ///
+    /// The first `SIGNAL_SPIN_UNYIELDING` of it do not yield: a thread
+    /// that hands work to another and then waits for the answer (an async
+    /// op run on the pushing thread, whose body wakes the completing
+    /// thread) waited 5–20 µs per round trip when it yielded every 64
+    /// looks from the start, and 1.2–2.4 µs when it first spun 5 µs
+    /// without yielding (naive executor, `depengine bench --workload
+    /// roundtrip --engine naive`, 2-core AMD EPYC sandbox; BENCHMARKS.md,
+    /// "Where the peers win, and why"). After that the yields let a
+    /// signaller that shares this core run.
     pub(crate) fn wait(&self) -> Result<(), Arc<Failure>> {
         #[cfg(not(loom))]
         {
@@ -49,10 +63,13 @@ impl Signal {
             while !self.ready.load(Ordering::Acquire) {
                 spins = spins.wrapping_add(1);
                 if spins % 64 == 0 {
-                    if start.elapsed() > SIGNAL_SPIN {
+                    let waited = start.elapsed();
+                    if waited > SIGNAL_SPIN {
                         break;
                     }
-                    std::thread::yield_now();
+                    if waited > SIGNAL_SPIN_UNYIELDING {
+                        std::thread::yield_now();
+                    }
                 } else {
                     std::hint::spin_loop();
                 }
