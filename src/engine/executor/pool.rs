@@ -34,6 +34,8 @@ use super::super::core::Core;
 use super::super::error::EngineError;
 use super::super::op::OpPtr;
 use super::ahead::Ahead;
+#[cfg(not(loom))]
+use super::linger::Linger;
 use super::pusher_queues::PusherQueues;
 use super::sleep::Sleep;
 
@@ -331,7 +333,7 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
             Some(op) => op,
             None => match shared.find(&local, index).or_else(|| ahead.take()) {
                 Some(op) => op,
-                None => match search(&shared, &local, index) {
+                None => match search(&core, &shared, &local, index) {
                     Some(op) => op,
                     None => {
                         if shared.shutdown.load(Ordering::SeqCst) && !shared.has_work() {
@@ -358,18 +360,38 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
 
 /// Spins for work, then sleeps; `None` when the worker found nothing after
 /// its sleep either (the caller loops).
-fn search(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
+///
+/// Past its back-off, a searcher lingers while another worker runs an op
+/// and nothing is pushed (`linger.rs`); loom, which models no clock, sees
+/// the back-off alone.
+fn search(core: &Core, shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
     if !shared.sleep.try_start_searching(shared.max_searching) {
         return sleep_then_look(shared, local, index);
     }
     let mut backoff = Backoff::new();
+    #[cfg(not(loom))]
+    let mut linger = Linger::new();
     loop {
         if let Some(op) = shared.find(local, index) {
             shared.sleep.stop_searching();
             shared.wake_another_if_more();
             return Some(op);
         }
-        if backoff.is_completed() || shared.shutdown.load(Ordering::Relaxed) {
+        if shared.shutdown.load(Ordering::Relaxed) {
+            break;
+        }
+        if backoff.is_completed() {
+            #[cfg(not(loom))]
+            if linger.keep_looking(
+                shared.sleep.some_running(shared.workers()),
+                core.next_seq(),
+                std::time::Instant::now(),
+            ) {
+                std::thread::yield_now();
+                continue;
+            }
+            #[cfg(loom)]
+            let _ = core;
             break;
         }
         backoff.snooze();

@@ -144,6 +144,15 @@ impl Sleep {
         increment_below(&self.searching, max)
     }
 
+    /// True when fewer than `workers` workers search or sleep: some worker
+    /// runs an op, or is about to (`linger.rs`). A hint, read without
+    /// ordering: a wrong answer only makes a searcher sleep sooner or
+    /// later than it should.
+    #[cfg(not(loom))]
+    pub(crate) fn some_running(&self, workers: usize) -> bool {
+        self.sleepers.load(Ordering::Relaxed) + self.searching.load(Ordering::Relaxed) < workers
+    }
+
     pub(crate) fn stop_searching(&self) {
         self.searching.fetch_sub(1, Ordering::SeqCst);
     }
