@@ -964,11 +964,22 @@ impl Core {
             return 0;
         };
         while let Some(op) = pool.take_for_helper() {
+            // Counted as running the pool's ops while it has some: a
+            // searching worker then lingers for what its completions
+            // make ready, as for another worker's (`linger.rs`). Op
+            // bodies' panics are caught in `execute`, so the count is
+            // always taken back.
+            if ran == 0 {
+                pool.start_helping();
+            }
             let ready = self.execute(op, None);
             if !ready.is_empty() {
                 self.dispatch_all(ready, None);
             }
             ran += 1;
+        }
+        if ran > 0 {
+            pool.stop_helping();
         }
         ran
     }

@@ -18,8 +18,10 @@
 //! A searcher whose back-off is spent keeps looking, yielding its CPU
 //! between looks, for at most [`LINGER`], and only
 //!
-//! * while some other worker of its pool runs an op: that op's completion
-//!   is what may bring work. With every other worker searching or asleep,
+//! * while some other worker of its pool runs an op, or a thread that
+//!   helps while it waits runs one of the pool's ops
+//!   (`EngineBuilder::help_while_waiting`): that op's completion is what
+//!   may bring work. With every other worker searching or asleep,
 //!   the work can only come from outside the pool (a push, or an async op
 //!   completed by another thread), and the searcher would only hold a CPU
 //!   that thread may need (a worker that lingered 50 µs regardless took

@@ -89,6 +89,12 @@ pub(crate) struct PoolShared {
     shutdown: AtomicBool,
     /// Workers that may spin for work at the same time: half the pool.
     max_searching: usize,
+    /// Threads outside the pool running its ops while they wait
+    /// (`EngineBuilder::help_while_waiting`): their completions may bring
+    /// work as a worker's do, so a searcher lingers for them too
+    /// (`linger.rs`). On a line of its own: searchers read it while the
+    /// queues' lines change hands.
+    helping: CachePadded<AtomicUsize>,
 }
 
 impl PoolShared {
@@ -110,6 +116,7 @@ impl PoolShared {
             sleep: Sleep::new(workers),
             shutdown: AtomicBool::new(false),
             max_searching: (workers / 2).max(1),
+            helping: CachePadded::new(AtomicUsize::new(0)),
         };
         (shared, locals)
     }
@@ -161,6 +168,25 @@ impl PoolShared {
             .iter()
             .find_map(|s| steal_settled(|| s.steal()))
             .or_else(|| self.ahead.iter().find_map(|a| a.take()))
+    }
+
+    /// Counts a thread that waits as running the pool's ops, from the
+    /// first op it took until [`PoolShared::stop_helping`].
+    pub(crate) fn start_helping(&self) {
+        self.helping.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Ends [`PoolShared::start_helping`].
+    pub(crate) fn stop_helping(&self) {
+        self.helping.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// True when an op of the pool runs on another thread than the
+    /// searching worker asking: on a worker, or on a thread that helps
+    /// while it waits. A hint (`linger.rs`).
+    #[cfg(not(loom))]
+    fn some_op_running(&self) -> bool {
+        self.sleep.some_running(self.workers()) || self.helping.load(Ordering::Relaxed) > 0
     }
 
     /// Worker threads of the pool.
@@ -383,7 +409,7 @@ fn search(core: &Core, shared: &PoolShared, local: &Worker<OpPtr>, index: usize)
         if backoff.is_completed() {
             #[cfg(not(loom))]
             if linger.keep_looking(
-                shared.sleep.some_running(shared.workers()),
+                shared.some_op_running(),
                 core.next_seq(),
                 std::time::Instant::now(),
             ) {
@@ -433,6 +459,24 @@ mod tests {
             shared.sleep.pretend_asleep(w);
         }
         shared
+    }
+
+    #[test]
+    fn a_helping_thread_counts_as_running_the_pools_ops_until_it_stops() {
+        // Two workers asleep: nobody runs an op, so a searcher would not
+        // linger; while a waiting thread helps, it would.
+        let shared = asleep(2);
+        assert!(!shared.some_op_running());
+        shared.start_helping();
+        assert!(shared.some_op_running());
+        shared.start_helping();
+        shared.stop_helping();
+        assert!(shared.some_op_running(), "one helper still runs ops");
+        shared.stop_helping();
+        assert!(!shared.some_op_running());
+        // A worker awake and not searching runs an op (or is about to).
+        let (awake, _) = PoolShared::new("test", 2, false);
+        assert!(awake.some_op_running());
     }
 
     /// Sleepers left after a worker that found work hands the wake-up on
