@@ -12,6 +12,7 @@
 
 mod ahead;
 mod inline;
+#[cfg(not(loom))]
 mod linger;
 pub(crate) mod naive;
 pub(crate) mod per_device;
