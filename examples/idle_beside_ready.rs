@@ -14,7 +14,8 @@
 //!
 //! Run with `cargo run --release --example idle_beside_ready -- [WORKLOAD
 //! [WORKERS [BODY_US [OPS [ROUNDS]]]]]` (defaults randsum, 2, 10, 20000,
-//! 3). `fan` counts rounds of 101 ops, as `depengine bench --ops` does.
+//! 3). `fan` counts rounds of 101 ops, as `depengine bench --ops` does;
+//! `wavefront` runs a grid of side √OPS.
 
 use std::error::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,6 +149,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     let mut spec = Spec::new(workload, ops);
     spec.body_ns = body_us.saturating_mul(1_000);
+    if workload == Workload::Wavefront {
+        // A grid of about OPS ops.
+        spec.n = ((ops as f64).sqrt() as usize).max(1);
+    }
     let trace = spec.trace();
     let preds = trace.inferred_edges();
     let engine = Engine::builder().cpu_workers(workers).build()?;
