@@ -10,7 +10,10 @@
 //! op was ready but had not started (the scheduling's loss: a wake-up, a
 //! completion still being processed, the pushing thread holding the CPU)
 //! and time when nothing was ready (the graph's own shape). Both are given
-//! in all and after the last push returned.
+//! in all and after the last push returned. A second line gives the
+//! percentiles of the time from a body's end to the start of the next
+//! body on the same thread: the protocol's cost per op on a worker (the
+//! completion, finding the next op, starting it), plus any wait for work.
 //!
 //! Run with `cargo run --release --example idle_beside_ready -- [WORKLOAD
 //! [WORKERS [BODY_US [OPS [ROUNDS]]]]]` (defaults randsum, 2, 10, 20000,
@@ -41,6 +44,9 @@ where
 
 /// When each op was pushed, started and ended, in ns since the first push.
 struct Times {
+    /// Per thread, from each body's end to the start of the next body on
+    /// the same thread, sorted: the worker's cost per op between bodies.
+    gaps: Vec<u64>,
     pushed: Vec<u64>,
     start: Vec<u64>,
     end: Vec<u64>,
@@ -104,9 +110,12 @@ fn run(engine: &Engine, trace: &Trace) -> Result<Times, Box<dyn Error>> {
     engine.wait_for_all()?;
     let total = now() - t0;
     let (mut start, mut end) = (vec![0; n], vec![0; n]);
+    let mut gaps = Vec::with_capacity(n);
     let mut seen = 0;
     for log in LOGS.lock().iter() {
-        for &(i, s, e) in log.lock().iter() {
+        let log = log.lock();
+        gaps.extend(log.windows(2).map(|w| w[1].1.saturating_sub(w[0].2)));
+        for &(i, s, e) in log.iter() {
             start[i as usize] = s - t0;
             end[i as usize] = e - t0;
             seen += 1;
@@ -115,7 +124,9 @@ fn run(engine: &Engine, trace: &Trace) -> Result<Times, Box<dyn Error>> {
     if seen != n {
         return Err(format!("{seen} of {n} ops left a record").into());
     }
+    gaps.sort_unstable();
     Ok(Times {
+        gaps,
         pushed,
         start,
         end,
@@ -212,6 +223,18 @@ fn main() -> Result<(), Box<dyn Error>> {
             ms(idle.beside_ready_after),
             ms(idle.nothing_ready),
             ms(idle.nothing_ready_after),
+        );
+        let q = |f: f64| {
+            let g = &times.gaps;
+            g.get(((g.len().max(1) - 1) as f64 * f) as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        println!(
+            "  from a body's end to the next body's start on the same thread: p10 {} ns, median {} ns, p90 {} ns",
+            q(0.1),
+            q(0.5),
+            q(0.9)
         );
     }
     Ok(())
