@@ -55,6 +55,12 @@ mod imp {
     /// its lines to arrive from another core before the push that fills it.
     const PREFETCH_AHEAD: usize = 4;
 
+    /// How many pushes ahead a recycled block's var list, when it lives on
+    /// the heap, is asked for: its address and capacity are on the
+    /// block's hot lines, which the prefetch above has brought here by
+    /// then.
+    const SPILL_AHEAD: usize = 2;
+
     pub(crate) struct BlockPool {
         batches: Mutex<Vec<Vec<Box<OpBlock>>>>,
         /// Batches kept in the shared list; beyond that, blocks are freed.
@@ -90,6 +96,9 @@ mod imp {
                         let n = c.take.len();
                         if n >= PREFETCH_AHEAD {
                             prefetch_block(&*c.take[n - PREFETCH_AHEAD], Intent::Fill);
+                        }
+                        if n >= SPILL_AHEAD {
+                            c.take[n - SPILL_AHEAD].prefetch_spilled_vars(Intent::Fill);
                         }
                         return Some(b);
                     }

@@ -1172,6 +1172,7 @@ fn fill_vars(block: &mut OpBlock, reads: &super::op::VarList<'_>, writes: &super
         dedup_small(vars, nwrites, addr);
     }
     block.nwrites = u32::try_from(nwrites).expect("an op writes fewer than 2^32 vars");
+    block.vars_on_heap = block.vars.spilled();
 }
 
 /// Up to this many vars an op's list is deduplicated by [`dedup_small`],
@@ -1318,6 +1319,46 @@ mod dedup_tests {
                 );
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod fill_tests {
+    use super::fill_vars;
+    use crate::engine::op::{OpBlock, VarList, INLINE_VARS};
+    use crate::Engine;
+
+    /// The flag a grant reads on the first line must say where the list
+    /// is, for a fresh block and for a recycled one whose list went to
+    /// the heap for an earlier op (the capacity stays there), whatever
+    /// the duplicates the push removes.
+    #[test]
+    fn the_heap_flag_follows_where_the_var_list_lives() {
+        let engine = Engine::builder().cpu_workers(1).build().unwrap();
+        let vars: Vec<_> = (0..2 * INLINE_VARS).map(|_| engine.new_var()).collect();
+        let mut block = OpBlock::empty();
+        assert!(!block.vars_on_heap);
+        // Few vars, some named twice: inline.
+        let few = [&vars[0], &vars[1], &vars[0]];
+        fill_vars(&mut block, &VarList::from(&few[..]), &VarList::EMPTY);
+        assert_eq!(block.vars.len(), 2);
+        assert!(!block.vars_on_heap && !block.vars.spilled());
+        block.reset();
+        // More than fit inline.
+        fill_vars(
+            &mut block,
+            &VarList::from(&vars[1..]),
+            &VarList::from(&vars[..1]),
+        );
+        assert_eq!(block.vars.len(), vars.len());
+        assert!(block.vars_on_heap && block.vars.spilled());
+        block.reset();
+        // Few again in the recycled block: still on the heap.
+        fill_vars(&mut block, &VarList::EMPTY, &VarList::from(&vars[..1]));
+        assert_eq!(block.vars.len(), 1);
+        assert_eq!(block.vars_on_heap, block.vars.spilled());
+        assert!(block.vars_on_heap);
+        block.reset();
     }
 }
 

@@ -480,6 +480,11 @@ pub(crate) struct OpBlock {
     /// samples. Now a plain op's cold line never leaves the pushing
     /// thread's core, which writes it again when it takes the block back.
     pub(crate) cold_owned: bool,
+    /// `vars` lives on the heap (the push sets it once it has filled the
+    /// list), so that [`OpBlock::prefetch_spilled_vars`] can tell from the
+    /// first line: the vector's own flag, its capacity, is on the second,
+    /// which a completion granting many ops has not asked for yet.
+    pub(crate) vars_on_heap: bool,
     /// The vars, deduplicated: the written ones first, then those only read.
     pub(crate) vars: VarVec,
     pub(crate) body: UnsafeCell<Body>,
@@ -508,6 +513,10 @@ pub(crate) type AsyncResult = Result<(), (super::error::FailureKind, String)>;
 /// Vars kept inline in an op block before spilling to the heap.
 pub(crate) const INLINE_VARS: usize = 3;
 
+/// Slots of a spilled var list asked for ahead at most (eight lines): an
+/// op of more vars meets the misses on the rest.
+const SPILL_PREFETCH_SLOTS: usize = 32;
+
 /// An op's var list: inline for the common few vars.
 pub(crate) type VarVec = smallvec::SmallVec<[VarSlot; INLINE_VARS]>;
 
@@ -521,6 +530,7 @@ impl OpBlock {
             vars: VarVec::new(),
             context: Context::Cpu(0),
             cold_owned: false,
+            vars_on_heap: false,
             property: Property::Normal,
             priority: 0,
             bump_version: true,
@@ -538,6 +548,40 @@ impl OpBlock {
     #[inline]
     pub(crate) fn split_vars(&self) -> (&[VarSlot], &[VarSlot]) {
         self.vars.split_at(self.nwrites as usize)
+    }
+
+    /// Asks for the lines of the var list when it lives on the heap (more
+    /// than [`INLINE_VARS`] vars): for reading the slots in use (a thread
+    /// about to run the op), or for writing the whole capacity (a pusher
+    /// about to fill a recycled block).
+    ///
+    /// Why: those lines were last written on another core (by the pusher,
+    /// or read there by the worker that completed the block's last op),
+    /// and the block's prefetches reach only the block. `execute` met the
+    /// miss at the first slot it read, then asked for the vars' lines:
+    /// the largest single stall of a worker on the busy `randsum` at one
+    /// worker; a push of a recycled block met it in its dedup of the
+    /// slots. Asked for as soon as the list's address is at hand, the
+    /// miss overlaps the rest of the completion (or of the push before).
+    /// Reads the block's first line only for a list kept inline; for one
+    /// on the heap, also its address and capacity on the second, which the
+    /// thread that fills or runs the op reads next anyway.
+    #[inline]
+    pub(crate) fn prefetch_spilled_vars(&self, intent: Intent) {
+        if !self.vars_on_heap {
+            return;
+        }
+        let slots = match intent {
+            Intent::Fill => self.vars.capacity(),
+            Intent::Read | Intent::Write => self.vars.len(),
+        };
+        let bytes = slots.min(SPILL_PREFETCH_SLOTS) * std::mem::size_of::<VarSlot>();
+        for line in super::prefetch::lines_of(self.vars.as_ptr() as usize, bytes) {
+            match intent {
+                Intent::Read => super::prefetch::line(line as *const u8),
+                Intent::Write | Intent::Fill => super::prefetch::line_for_write(line as *const u8),
+            }
+        }
     }
 
     /// Vars the op writes.
@@ -735,6 +779,8 @@ mod layout_tests {
         assert!(end_of(b.body.get() as usize, std::mem::size_of::<Body>()) <= 128);
         // Read by every completion to know whether to touch the cold line.
         assert!(end_of(&b.cold_owned as *const bool as usize, 1) <= 64);
+        // Read by every grant that readies an op.
+        assert!(end_of(&b.vars_on_heap as *const bool as usize, 1) <= 64);
         assert!(&b.signal as *const _ as usize - base >= 128);
         assert_eq!(base % 64, 0);
     }

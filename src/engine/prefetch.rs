@@ -58,3 +58,37 @@ fn has_prefetchw() -> bool {
         __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
     })
 }
+
+/// The addresses of the cache lines that the `bytes` bytes from `start`
+/// lie on, first to last: what to ask for to cover a buffer that need
+/// not start on a line.
+#[inline]
+pub(crate) fn lines_of(start: usize, bytes: usize) -> impl Iterator<Item = usize> {
+    let first = start & !(LINE - 1);
+    let end = if bytes == 0 { first } else { start + bytes };
+    (first..end).step_by(LINE)
+}
+
+/// Bytes in a cache line, as the layouts of the hot structs assume.
+const LINE: usize = 64;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_of_covers_an_unaligned_buffer_and_nothing_beyond_it() {
+        // 48 bytes from 40 reach into the second line (40..88).
+        assert_eq!(lines_of(40, 48).collect::<Vec<_>>(), [0, 64]);
+        // 64 bytes on a line boundary: that line only.
+        assert_eq!(lines_of(128, 64).collect::<Vec<_>>(), [128]);
+        // One byte past it: the next line too.
+        assert_eq!(lines_of(128, 65).collect::<Vec<_>>(), [128, 192]);
+        // The last byte alone decides the last line.
+        assert_eq!(lines_of(127, 1).collect::<Vec<_>>(), [64]);
+        assert_eq!(lines_of(127, 2).collect::<Vec<_>>(), [64, 128]);
+        // Nothing to cover, even from the middle of a line.
+        assert_eq!(lines_of(80, 0).count(), 0);
+        assert_eq!(lines_of(0, 0).count(), 0);
+    }
+}

@@ -2,7 +2,7 @@
 //! dispatched after the locks are released; and the window through which
 //! a completion of many vars grants the ops it releases.
 
-use super::op::OpPtr;
+use super::op::{Intent, OpPtr};
 use crate::sync::Ordering;
 
 const INLINE: usize = 4;
@@ -120,7 +120,13 @@ impl ReadyList {
         // or handed on in a run) until this decrement.
         let block = unsafe { op.get() };
         match block.wait.fetch_sub(1, Ordering::AcqRel) {
-            1 => self.push(op),
+            1 => {
+                // This thread runs the op, or hands it on, next: the
+                // decrement brought the block's first line here, which
+                // says where a long var list lives.
+                block.prefetch_spilled_vars(Intent::Read);
+                self.push(op)
+            }
             // More grants than the op waits for: two threads could run and
             // recycle the same block. Not reachable while the protocol
             // holds; checked because the branch costs nothing next to the
