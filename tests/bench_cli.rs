@@ -236,6 +236,21 @@ fn a_pool_limit_names_its_system() {
 }
 
 #[test]
+fn a_queue_buffer_limit_names_its_system() {
+    let line = small_wavefront_with("30", "--pooled-queue-entries", "0");
+    assert_eq!(field(&line, "system"), "depengine-per-device-qpool0");
+    assert_eq!(field(&line, "ops"), "900");
+    refused(&["--workload", "indep", "--pooled-queue-entries", "-1"]);
+    refused(&[
+        "--workload",
+        "indep",
+        "--pooled-queue-entries",
+        "8",
+        "--ideal",
+    ]);
+}
+
+#[test]
 fn replay_runs_name_their_system_and_refuse_priority_and_roundtrip() {
     let line = result_line(&[
         "--workload",

@@ -532,6 +532,79 @@ fn copy_and_gpu_ops_run_on_their_pools() {
     assert!(names[3].starts_with("depengine-cpu-priority-"), "{names:?}");
 }
 
+/// The buffers of freed vars' queues are kept for later vars up to
+/// `EngineBuilder::pooled_queue_entries`: with none kept, a few, or the
+/// default, ops on fresh vars whose queues took a freed var's buffer run
+/// in push order and read what the writes before them wrote. Each round
+/// makes new vars and holds them all with one op until its ops are
+/// pushed, so every queue grows long and the next round's queues start
+/// in the buffers this round's leave behind.
+#[test]
+fn ops_run_the_same_under_every_queue_buffer_limit() {
+    const VARS: usize = 8;
+    const OPS: usize = 1500;
+    for limit in [Some(0), Some(64), None] {
+        let mut builder = Engine::builder().cpu_workers(2);
+        if let Some(n) = limit {
+            builder = builder.pooled_queue_entries(n);
+        }
+        let engine = builder.build().unwrap();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..4 {
+            let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
+            // Per var: the ops that wrote it, in the order they ran.
+            let written: Arc<Vec<Mutex<Vec<usize>>>> =
+                Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            engine
+                .push(OpDesc::new("hold").writes(&vars[..]), move |_| {
+                    wait.recv().expect("sent after the pushes");
+                    Ok(())
+                })
+                .unwrap();
+            // What a serial run reads: writes to each var pushed so far.
+            let mut pushed_writes = [0usize; VARS];
+            for i in 0..OPS {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let w = (seed >> 33) as usize % VARS;
+                let r = (seed >> 45) as usize % VARS;
+                let expect_read = pushed_writes[r];
+                let log = written.clone();
+                let mut desc = OpDesc::new("step").writes(&vars[w]);
+                if r != w {
+                    desc = desc.reads(&vars[r]);
+                }
+                engine
+                    .push(desc, move |_| {
+                        if r != w {
+                            let seen = log[r].lock().unwrap().len();
+                            assert_eq!(seen, expect_read, "op {i} read var {r} too early or late");
+                        }
+                        log[w].lock().unwrap().push(i);
+                        Ok(())
+                    })
+                    .unwrap();
+                pushed_writes[w] += 1;
+            }
+            go.send(()).unwrap();
+            engine
+                .wait_for_all()
+                .unwrap_or_else(|e| panic!("{limit:?} round {round}: {e}"));
+            for (k, v) in vars.iter().enumerate() {
+                let log = written[k].lock().unwrap();
+                assert_eq!(log.len(), pushed_writes[k], "{limit:?} round {round}");
+                assert_eq!(v.version(), 1 + log.len() as u64, "{limit:?} round {round}");
+                assert!(
+                    log.windows(2).all(|p| p[0] < p[1]),
+                    "{limit:?} round {round}: var {k} written out of push order"
+                );
+            }
+        }
+    }
+}
+
 /// Blocks of completed ops are kept for reuse up to
 /// `EngineBuilder::pooled_op_blocks` and freed beyond it: either way each
 /// op is run once, in order, with its own vars. A limit of 0 frees nearly

@@ -55,10 +55,14 @@ pub(crate) struct EngineConfig {
     pub(crate) wait_helps: bool,
     pub(crate) push_helps: bool,
     pub(crate) pooled_op_blocks: usize,
+    pub(crate) pooled_queue_entries: usize,
 }
 
 /// Default of [`EngineBuilder::pooled_op_blocks`].
 pub const DEFAULT_POOLED_OP_BLOCKS: usize = 1 << 20;
+
+/// Default of [`EngineBuilder::pooled_queue_entries`].
+pub const DEFAULT_POOLED_QUEUE_ENTRIES: usize = 1 << 24;
 
 /// Builds an [`Engine`]. Counts left at 0 mean "from the environment or the
 /// default".
@@ -88,6 +92,7 @@ pub struct EngineBuilder {
     wait_helps: bool,
     push_helps: bool,
     pooled_op_blocks: Option<usize>,
+    pooled_queue_entries: Option<usize>,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -275,6 +280,43 @@ impl EngineBuilder {
         self
     }
 
+    /// Most queue entries the engine keeps buffers for once the vars that
+    /// grew them are freed (default [`DEFAULT_POOLED_QUEUE_ENTRIES`],
+    /// 16,777,216 entries of 8 bytes); 0 keeps none.
+    ///
+    /// A var queues the ops that wait for it. Its first two wait on the
+    /// var itself; from the third on the queue moves to a buffer of its
+    /// own that doubles as it fills, which happens when the pushing thread
+    /// runs far ahead of the workers (each var of MXNet's `randsum` has
+    /// hundreds of ops queued then). A program that makes new vars for
+    /// every step grew those buffers again on every step, on the pushing
+    /// thread: at 1 µs bodies that was a tenth of `randsum`'s time on the
+    /// 2-core sandbox (BENCHMARKS.md, "Queue buffers kept for reuse").
+    /// A freed var's buffer is now kept, emptied, for the next var whose
+    /// queue outgrows its first two entries.
+    ///
+    /// The engine only keeps buffers its vars had, and a new buffer is
+    /// made only when none is kept, so the buffers kept and those in use
+    /// together never hold more than the vars' queues once held at the
+    /// same time. Set a lower limit to give that memory back instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().pooled_queue_entries(0).build().unwrap();
+    /// let v = engine.new_var();
+    /// for _ in 0..100 {
+    ///     engine.push(OpDesc::new("w").writes(&v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// assert_eq!(v.version(), 100);
+    /// ```
+    pub fn pooled_queue_entries(mut self, n: usize) -> Self {
+        self.pooled_queue_entries = Some(n);
+        self
+    }
+
     /// Fills the settings still unset from the process environment.
     ///
     /// # Errors
@@ -370,6 +412,9 @@ impl EngineBuilder {
             wait_helps: self.wait_helps,
             push_helps: self.push_helps,
             pooled_op_blocks: self.pooled_op_blocks.unwrap_or(DEFAULT_POOLED_OP_BLOCKS),
+            pooled_queue_entries: self
+                .pooled_queue_entries
+                .unwrap_or(DEFAULT_POOLED_QUEUE_ENTRIES),
         })
     }
 

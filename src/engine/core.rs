@@ -41,7 +41,7 @@ use super::op::{
 };
 use super::ready::{GrantWindow, ReadyList, WINDOW_MIN_VARS};
 use super::signal::Signal;
-use super::var::{append_all, FailedVars, Var, VarId, VarInner, VarSlot, WriteExit};
+use super::var::{append_all, FailedVars, QueuePool, Var, VarId, VarInner, VarSlot, WriteExit};
 use super::EngineConfig;
 
 engine_thread_local! {
@@ -136,6 +136,8 @@ pub(crate) struct Core {
     /// while some var carries a failure.
     failed_vars: FailedVars,
     vars: Mutex<Vec<Weak<VarInner>>>,
+    /// Buffers of freed vars' queues (`var/queue_pool.rs`).
+    queues: Arc<QueuePool>,
     blocks: BlockPool,
     executor: once_cell::sync::OnceCell<Executor>,
 }
@@ -158,6 +160,7 @@ impl Core {
             failures: Mutex::new(Vec::new()),
             failed_vars: FailedVars::new(),
             vars: Mutex::new(Vec::new()),
+            queues: Arc::new(QueuePool::new(config.pooled_queue_entries)),
             blocks: BlockPool::new(config.pooled_op_blocks),
             executor: once_cell::sync::OnceCell::new(),
         });
@@ -189,7 +192,7 @@ impl Core {
             engine: self.id,
             id: self.next_var.fetch_add(1, Ordering::Relaxed),
         };
-        let inner = VarInner::new(id, name);
+        let inner = VarInner::new(id, name, Some(self.queues.clone()));
         let mut vars = self.vars.lock();
         // Forget dropped vars now and then, so the registry stays as large as
         // the set of live vars (amortised O(1) per new var).
@@ -198,6 +201,12 @@ impl Core {
         }
         vars.push(Arc::downgrade(&inner));
         Var::new(inner)
+    }
+
+    /// The pool of queue buffers, for its tests.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn queue_pool(&self) -> &QueuePool {
+        &self.queues
     }
 
     pub(crate) fn live_vars(&self) -> Vec<Arc<VarInner>> {

@@ -74,6 +74,11 @@ impl<T> TryMutex<T> {
         self.raw.try_lock().then(|| TryMutexGuard(self))
     }
 
+    /// The data, through a unique borrow of the mutex (no lock needed).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.data.get_mut()
+    }
+
     /// Whether some thread holds the lock now (a snapshot, for tests).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn is_locked(&self) -> bool {

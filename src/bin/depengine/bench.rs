@@ -97,6 +97,12 @@ pub(crate) struct BenchArgs {
     /// 1,048,576). Given, the line's system gets `-pool<N>`.
     #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
     pooled_op_blocks: Option<usize>,
+    /// Most queue entries the engine keeps buffers for once their vars
+    /// are freed (`EngineBuilder::pooled_queue_entries`; default: the
+    /// library's, 16,777,216; 0 keeps none). Given, the line's system gets
+    /// `-qpool<N>`.
+    #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
+    pooled_queue_entries: Option<usize>,
     /// Print what an engine with no overhead would do on `--workers`
     /// workers (list scheduling of the inferred graph, bodies only) as a
     /// line of system `ideal`, and exit: the yardstick for `efficiency`.
@@ -186,6 +192,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.pooled_op_blocks {
         builder = builder.pooled_op_blocks(n);
     }
+    if let Some(n) = args.pooled_queue_entries {
+        builder = builder.pooled_queue_entries(n);
+    }
     let mut engine = builder.build()?;
     // The naive executor runs every op on the thread that makes it ready,
     // and a serial scope on the thread that pushes it: the pushing thread
@@ -224,6 +233,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(n) = args.pooled_op_blocks {
         system += &format!("-pool{n}");
+    }
+    if let Some(n) = args.pooled_queue_entries {
+        system += &format!("-qpool{n}");
     }
 
     let mut ns = Vec::with_capacity(args.runs);

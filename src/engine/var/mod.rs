@@ -54,6 +54,7 @@ mod fast_read;
 mod fast_write;
 mod protocol;
 mod queue;
+mod queue_pool;
 mod slot;
 #[cfg(all(test, not(loom)))]
 mod test_support;
@@ -69,6 +70,7 @@ use super::op::OpPtr;
 use queue::OpQueue;
 
 pub(crate) use protocol::WriteExit;
+pub(crate) use queue_pool::QueuePool;
 pub(crate) use slot::VarSlot;
 
 /// Identity of a var: the engine that made it and its number there.
@@ -230,6 +232,20 @@ pub(crate) struct VarInner {
     /// Set when `delete_var` is pushed; later pushes are refused. Written
     /// once, so it lives with the read-only fields that every push reads.
     pub(crate) deleted: AtomicBool,
+    /// Where the queue's deque comes from when it outgrows its inline
+    /// head, and goes when the var is freed (`queue_pool.rs`).
+    queues: Option<Arc<QueuePool>>,
+}
+
+impl Drop for VarInner {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.queues {
+            let queue = std::mem::replace(&mut self.hot.0.state.get_mut().queue, OpQueue::new());
+            if let Some(d) = queue.into_deque() {
+                pool.give(d);
+            }
+        }
+    }
 }
 
 /// A cache line of its own: a value written by one group of threads does
@@ -343,7 +359,14 @@ impl VarInner {
     /// the unlock. Nothing else changes: a locked append takes the token
     /// back as from any idle var, and the last handle's drop releases the
     /// self-reference as it does for a var whose ops are done.
-    pub(crate) fn new(id: VarId, name: Option<Box<str>>) -> Arc<VarInner> {
+    ///
+    /// `queues` is the engine's pool of queue buffers (none in unit tests
+    /// of the protocol).
+    pub(crate) fn new(
+        id: VarId,
+        name: Option<Box<str>>,
+        queues: Option<Arc<QueuePool>>,
+    ) -> Arc<VarInner> {
         let var = Arc::new(VarInner {
             hot: Line(VarHot {
                 state: TryMutex::new(VarState {
@@ -367,6 +390,7 @@ impl VarInner {
             id,
             name,
             deleted: AtomicBool::new(false),
+            queues,
         });
         // The self-reference: a count that `orphan` (or the completion
         // that empties an orphaned var) drops.
@@ -662,7 +686,7 @@ mod layout_tests {
 
     #[test]
     fn pushers_and_completions_write_different_cache_lines() {
-        let v = VarInner::new(VarId { engine: 1, id: 0 }, None);
+        let v = VarInner::new(VarId { engine: 1, id: 0 }, None, None);
         let base = Arc::as_ptr(&v) as usize;
         let line = |p: usize| (p - base) / 64;
         let state = &v.hot as *const Line<VarHot> as usize;
@@ -698,8 +722,8 @@ mod failure_count_tests {
     #[test]
     fn a_var_is_counted_once_while_it_carries_a_failure() {
         let count = FailedVars::new();
-        let a = VarInner::new(VarId { engine: 1, id: 0 }, None);
-        let b = VarInner::new(VarId { engine: 1, id: 1 }, None);
+        let a = VarInner::new(VarId { engine: 1, id: 0 }, None, None);
+        let b = VarInner::new(VarId { engine: 1, id: 1 }, None, None);
         let (f1, f2) = (failure("one"), failure("two"));
         assert!(count.none());
         a.record_failure(&f1, &count);
@@ -784,7 +808,7 @@ mod append_tests {
     #[test]
     fn an_op_whose_tried_lock_is_held_takes_the_locks_in_id_order() {
         let vars: Vec<Arc<VarInner>> = (0..3)
-            .map(|id| VarInner::new(VarId { engine: 1, id }, None))
+            .map(|id| VarInner::new(VarId { engine: 1, id }, None, None))
             .collect();
         let (a, b, c) = (&vars[0], &vars[1], &vars[2]);
         let block = OpBlock::empty();

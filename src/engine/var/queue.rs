@@ -22,6 +22,7 @@ use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 
 use super::super::op::{OpBlock, OpPtr};
+use super::queue_pool::QueuePool;
 use super::Access;
 
 /// Entries kept on the var's own cache line.
@@ -81,14 +82,15 @@ impl OpQueue {
         }
     }
 
-    /// Queues `op` behind every op queued so far.
+    /// Queues `op` behind every op queued so far. A queue that outgrows
+    /// its inline head takes its deque's buffer from `pool` when it has one.
     #[inline]
-    pub(crate) fn push_back(&mut self, op: OpPtr, access: Access) {
+    pub(crate) fn push_back(&mut self, op: OpPtr, access: Access, pool: Option<&QueuePool>) {
         let e = Entry::new(op, access);
         match self {
             OpQueue::Inline(h) => match h.iter_mut().find(|x| x.is_none()) {
                 Some(free) => *free = Some(e),
-                None => self.spill(e),
+                None => self.spill(e, pool),
             },
             OpQueue::Deque(d) => d.push_back(e),
         }
@@ -97,11 +99,14 @@ impl OpQueue {
     /// A full head and one more op: from now on a deque.
     #[cold]
     #[inline(never)]
-    fn spill(&mut self, e: Entry) {
+    fn spill(&mut self, e: Entry, pool: Option<&QueuePool>) {
         let OpQueue::Inline(h) = self else {
             unreachable!("only an inline queue spills");
         };
-        let mut d = VecDeque::with_capacity(2 * (HEAD + 1));
+        let mut d = pool
+            .and_then(QueuePool::take)
+            .unwrap_or_else(|| VecDeque::with_capacity(2 * (HEAD + 1)));
+        debug_assert!(d.is_empty(), "a pooled buffer still held entries");
         d.extend(h.iter().flatten().copied());
         d.push_back(e);
         *self = OpQueue::Deque(d);
@@ -130,6 +135,15 @@ impl OpQueue {
             OpQueue::Deque(d) => d.pop_front(),
         }
         .map(Entry::get)
+    }
+
+    /// The deque's buffer, once the queue has become one, for the pool
+    /// (`queue_pool.rs`).
+    pub(crate) fn into_deque(self) -> Option<VecDeque<Entry>> {
+        match self {
+            OpQueue::Inline(_) => None,
+            OpQueue::Deque(d) => Some(d),
+        }
     }
 
     /// The queued ops, front first.
@@ -194,7 +208,7 @@ mod tests {
                     let op = ptrs[next % ptrs.len()];
                     let a = access(next);
                     next += 1;
-                    q.push_back(op, a);
+                    q.push_back(op, a, None);
                     model.push_back((op, a));
                 } else {
                     assert_eq!(q.pop_front(), model.pop_front());
@@ -226,11 +240,31 @@ mod tests {
         let mut q = OpQueue::new();
         for round in 0..10 {
             for (i, &op) in ptrs.iter().enumerate() {
-                q.push_back(op, access(i + round));
+                q.push_back(op, access(i + round), None);
             }
             while q.pop_front().is_some() {}
         }
         assert!(matches!(q, OpQueue::Inline(_)));
+    }
+
+    /// A queue that outgrows its head takes the pool's buffer (its
+    /// capacity, far above a fresh deque's) and keeps push order in it.
+    #[cfg(not(loom))]
+    #[test]
+    fn a_spilling_queue_takes_the_pools_buffer() {
+        let (_blocks, ptrs) = ops(HEAD + 2);
+        let pool = QueuePool::new(1 << 12);
+        pool.give(VecDeque::with_capacity(1000));
+        let mut q = OpQueue::new();
+        for (i, &op) in ptrs.iter().enumerate() {
+            q.push_back(op, access(i), Some(&pool));
+        }
+        assert_eq!(pool.kept(), (0, 0), "the pooled buffer was not taken");
+        assert!(q
+            .iter()
+            .eq(ptrs.iter().enumerate().map(|(i, &p)| (p, access(i)))));
+        let d = q.into_deque().expect("past the head: a deque");
+        assert!(d.capacity() >= 1000);
     }
 
     #[cfg(not(loom))]

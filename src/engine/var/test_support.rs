@@ -10,7 +10,7 @@ use crate::engine::ready::ReadyList;
 use crate::sync::{Arc, Ordering};
 
 pub(super) fn var() -> Arc<VarInner> {
-    VarInner::new(VarId { engine: 1, id: 0 }, None)
+    VarInner::new(VarId { engine: 1, id: 0 }, None, None)
 }
 
 /// Blocks waiting for one grant each (the var's; no push guard here).
