@@ -282,7 +282,7 @@ impl EngineBuilder {
 
     /// Most queue entries the engine keeps buffers for once the vars that
     /// grew them are freed (default [`DEFAULT_POOLED_QUEUE_ENTRIES`],
-    /// 16,777,216 entries of 8 bytes); 0 keeps none.
+    /// 16,777,216 entries of 8 bytes, 128 MiB); 0 keeps none.
     ///
     /// A var queues the ops that wait for it. Its first two wait on the
     /// var itself; from the third on the queue moves to a buffer of its
