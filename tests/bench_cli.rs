@@ -224,30 +224,21 @@ fn helping_pushes_name_their_system_and_need_a_helping_wait() {
 }
 
 #[test]
-fn a_pool_limit_names_its_system() {
-    // 64 blocks kept at most while 4,900 ops are pushed: most blocks of
-    // completed ops are freed (`tests/engine_basic.rs` checks the ops' effects
-    // under such limits).
-    let line = small_wavefront_with("70", "--pooled-op-blocks", "64");
-    assert_eq!(field(&line, "system"), "depengine-per-device-pool64");
-    assert_eq!(field(&line, "ops"), "4900");
-    refused(&["--workload", "indep", "--pooled-op-blocks", "-1"]);
-    refused(&["--workload", "indep", "--pooled-op-blocks", "8", "--ideal"]);
-}
-
-#[test]
-fn a_queue_buffer_limit_names_its_system() {
-    let line = small_wavefront_with("30", "--pooled-queue-entries", "0");
-    assert_eq!(field(&line, "system"), "depengine-per-device-qpool0");
-    assert_eq!(field(&line, "ops"), "900");
-    refused(&["--workload", "indep", "--pooled-queue-entries", "-1"]);
-    refused(&[
-        "--workload",
-        "indep",
-        "--pooled-queue-entries",
-        "8",
-        "--ideal",
-    ]);
+fn pool_limits_name_their_system() {
+    // 64 op blocks kept at most while 4,900 ops are pushed: most blocks of
+    // completed ops are freed (`tests/engine_basic.rs` checks the ops'
+    // effects under such limits, and under queue buffer limits).
+    for (n, option, value, suffix, ops) in [
+        ("70", "--pooled-op-blocks", "64", "-pool64", "4900"),
+        ("30", "--pooled-queue-entries", "0", "-qpool0", "900"),
+    ] {
+        let line = small_wavefront_with(n, option, value);
+        let system = format!("depengine-per-device{suffix}");
+        assert_eq!(field(&line, "system"), system);
+        assert_eq!(field(&line, "ops"), ops);
+        refused(&["--workload", "indep", option, "-1"]);
+        refused(&["--workload", "indep", option, "8", "--ideal"]);
+    }
 }
 
 #[test]
