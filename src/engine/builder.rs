@@ -290,15 +290,16 @@ impl EngineBuilder {
     /// runs far ahead of the workers (each var of MXNet's `randsum` has
     /// hundreds of ops queued then). A program that makes new vars for
     /// every step grew those buffers again on every step, on the pushing
-    /// thread: at 1 µs bodies that was a tenth of `randsum`'s time on the
+    /// thread: with 1 µs bodies `randsum` took 7–9% longer for it on the
     /// 2-core sandbox (BENCHMARKS.md, "Queue buffers kept for reuse").
     /// A freed var's buffer is now kept, emptied, for the next var whose
     /// queue outgrows its first two entries.
     ///
-    /// The engine only keeps buffers its vars had, and a new buffer is
-    /// made only when none is kept, so the buffers kept and those in use
-    /// together never hold more than the vars' queues once held at the
-    /// same time. Set a lower limit to give that memory back instead.
+    /// The engine only keeps buffers its vars had, and makes a new one
+    /// only when none is kept (or, rarely, when another thread is using
+    /// the pool at that moment), so the buffers kept and those in use
+    /// together hold about what the vars' queues once held at the same
+    /// time. Set a lower limit to give that memory back instead.
     ///
     /// # Examples
     ///

@@ -70,7 +70,7 @@ impl VarInner {
         if granted {
             self.grant_fast_read_locked(s);
         } else {
-            s.queue.push_back(op, Access::Read, self.queues.as_deref());
+            s.queue.push_back(op, Access::Read, &self.queues);
         }
         Appended {
             granted,
@@ -110,7 +110,7 @@ impl VarInner {
         if granted {
             s.writer = Some(op);
         } else {
-            s.queue.push_back(op, Access::Write, self.queues.as_deref());
+            s.queue.push_back(op, Access::Write, &self.queues);
         }
         Appended {
             granted,

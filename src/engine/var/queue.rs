@@ -24,6 +24,7 @@ use std::ptr::NonNull;
 use super::super::op::{OpBlock, OpPtr};
 use super::queue_pool::QueuePool;
 use super::Access;
+use crate::sync::Arc;
 
 /// Entries kept on the var's own cache line.
 pub(crate) const HEAD: usize = 2;
@@ -84,8 +85,11 @@ impl OpQueue {
 
     /// Queues `op` behind every op queued so far. A queue that outgrows
     /// its inline head takes its deque's buffer from `pool` when it has one.
+    /// (`pool` is the var's field itself, read only when the queue spills:
+    /// it lives on the var's read-only line, which an append does not
+    /// otherwise read.)
     #[inline]
-    pub(crate) fn push_back(&mut self, op: OpPtr, access: Access, pool: Option<&QueuePool>) {
+    pub(crate) fn push_back(&mut self, op: OpPtr, access: Access, pool: &Option<Arc<QueuePool>>) {
         let e = Entry::new(op, access);
         match self {
             OpQueue::Inline(h) => match h.iter_mut().find(|x| x.is_none()) {
@@ -99,11 +103,12 @@ impl OpQueue {
     /// A full head and one more op: from now on a deque.
     #[cold]
     #[inline(never)]
-    fn spill(&mut self, e: Entry, pool: Option<&QueuePool>) {
+    fn spill(&mut self, e: Entry, pool: &Option<Arc<QueuePool>>) {
         let OpQueue::Inline(h) = self else {
             unreachable!("only an inline queue spills");
         };
         let mut d = pool
+            .as_deref()
             .and_then(QueuePool::take)
             .unwrap_or_else(|| VecDeque::with_capacity(2 * (HEAD + 1)));
         debug_assert!(d.is_empty(), "a pooled buffer still held entries");
@@ -208,7 +213,7 @@ mod tests {
                     let op = ptrs[next % ptrs.len()];
                     let a = access(next);
                     next += 1;
-                    q.push_back(op, a, None);
+                    q.push_back(op, a, &None);
                     model.push_back((op, a));
                 } else {
                     assert_eq!(q.pop_front(), model.pop_front());
@@ -240,7 +245,7 @@ mod tests {
         let mut q = OpQueue::new();
         for round in 0..10 {
             for (i, &op) in ptrs.iter().enumerate() {
-                q.push_back(op, access(i + round), None);
+                q.push_back(op, access(i + round), &None);
             }
             while q.pop_front().is_some() {}
         }
@@ -253,13 +258,14 @@ mod tests {
     #[test]
     fn a_spilling_queue_takes_the_pools_buffer() {
         let (_blocks, ptrs) = ops(HEAD + 2);
-        let pool = QueuePool::new(1 << 12);
-        pool.give(VecDeque::with_capacity(1000));
+        let pool = Some(Arc::new(QueuePool::new(1 << 12)));
+        let kept = pool.as_deref().expect("made above");
+        kept.give(VecDeque::with_capacity(1000));
         let mut q = OpQueue::new();
         for (i, &op) in ptrs.iter().enumerate() {
-            q.push_back(op, access(i), Some(&pool));
+            q.push_back(op, access(i), &pool);
         }
-        assert_eq!(pool.kept(), (0, 0), "the pooled buffer was not taken");
+        assert_eq!(kept.kept(), (0, 0), "the pooled buffer was not taken");
         assert!(q
             .iter()
             .eq(ptrs.iter().enumerate().map(|(i, &p)| (p, access(i)))));

@@ -122,7 +122,7 @@ mod tests {
         let pool = QueuePool::new(1 << 10);
         let mut q = super::super::queue::OpQueue::new();
         for _ in 0..10 {
-            q.push_back(op, Access::Read, None);
+            q.push_back(op, Access::Read, &None);
         }
         let d = q.into_deque().expect("ten ops make a deque");
         assert_eq!(d.len(), 10);
