@@ -897,6 +897,10 @@ impl Core {
         if self.idle() {
             return Ok(());
         }
+        // Records this wait's length for the thread's next wait when it
+        // goes out of scope (`wait_spin.rs`).
+        #[cfg(not(loom))]
+        let timer = super::wait_spin::WaitTimer::start();
         let mut first = true;
         loop {
             let ran = help && self.help() > 0;
@@ -908,7 +912,7 @@ impl Core {
             // busy through long ops.
             let spin = std::mem::replace(&mut first, false) || ran;
             #[cfg(not(loom))]
-            if spin && self.spin_until_idle(help) {
+            if spin && self.spin_until_idle(help, timer.spin_limit()) {
                 return Ok(());
             }
             // loom models no clock: no spin, straight to the park below.
@@ -939,14 +943,15 @@ impl Core {
         }
     }
 
-    /// As `Signal::wait`: looks again for a short while before parking,
-    /// rarely (each look reads every shard of the completion counter);
+    /// As `Signal::wait`: looks again for up to `limit` (the calling
+    /// thread's spin, `wait_spin.rs`) before parking, rarely (each look
+    /// reads every shard of the completion counter);
     /// a helper runs whatever it finds queued meanwhile. True when the
     /// engine became idle.
     #[cfg(not(loom))]
-    fn spin_until_idle(&self, help: bool) -> bool {
+    fn spin_until_idle(&self, help: bool, limit: std::time::Duration) -> bool {
         let mut start = std::time::Instant::now();
-        while start.elapsed() < super::signal::SIGNAL_SPIN {
+        while start.elapsed() < limit {
             if help && self.help() > 0 {
                 if self.idle() {
                     return true;
@@ -1422,5 +1427,61 @@ mod failure_count_tests {
             engine.wait_for_all().unwrap();
             assert_eq!(ran.load(Ordering::SeqCst), 3, "{kind:?}");
         }
+    }
+}
+
+/// The blocking waits keep the calling thread's last wait, which sets the
+/// length of its next spin (`wait_spin.rs`).
+#[cfg(all(test, not(loom)))]
+mod wait_spin_wiring {
+    use crate::engine::wait_spin::{last_wait, SPIN_BASE};
+    use crate::engine::{Engine, OpDesc};
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc;
+
+    #[test]
+    fn a_wait_for_all_that_parked_records_at_least_its_spin() {
+        let engine = Engine::builder().cpu_workers(1).build().unwrap();
+        let x = engine.new_var();
+        let (tx, rx) = mpsc::channel();
+        engine
+            .push_async(OpDesc::new("held").writes(&x), move |_, done| {
+                tx.send(done).unwrap();
+            })
+            .unwrap();
+        let done = rx.recv().unwrap();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                assert_eq!(last_wait(), None);
+                engine.wait_for_all().unwrap();
+                last_wait()
+            });
+            // The op is completed only once the waiter has parked, which
+            // it does after its whole spin: the wait it records is at
+            // least that long, whatever the machine's speed.
+            // (A waiter that failed before its wait ends the loop too.)
+            while engine.core().idle_waiters.load(Ordering::SeqCst) == 0 && !waiter.is_finished() {
+                std::thread::yield_now();
+            }
+            done.done();
+            let recorded = waiter
+                .join()
+                .unwrap()
+                .expect("wait_for_all records its wait");
+            assert!(recorded >= SPIN_BASE, "{recorded:?}");
+        });
+    }
+
+    #[test]
+    fn a_signal_wait_records_even_when_answered_at_once() {
+        std::thread::spawn(|| {
+            let signal = crate::engine::signal::Signal::new();
+            signal.set(Ok(()));
+            assert_eq!(last_wait(), None);
+            signal.wait().unwrap();
+            assert!(last_wait().is_some());
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -88,6 +88,8 @@ mod serial;
 mod signal;
 mod stream;
 mod var;
+#[cfg(not(loom))]
+mod wait_spin;
 
 use std::borrow::Cow;
 use std::fmt;

@@ -14,10 +14,6 @@ pub(crate) struct Signal {
     ready: AtomicBool,
 }
 
-/// How long a blocked caller spins for its signal before it parks.
-#[cfg(not(loom))]
-pub(crate) const SIGNAL_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
-
 /// How long of that spin goes without yielding the CPU.
 #[cfg(not(loom))]
 const SIGNAL_SPIN_UNYIELDING: std::time::Duration = std::time::Duration::from_micros(5);
@@ -40,11 +36,12 @@ impl Signal {
 
     /// Blocks until the signal is set and returns its result.
     ///
-    /// Spins for up to `SIGNAL_SPIN` first: a wait is often answered
-    /// within microseconds — an async op completed by another thread, a
-    /// short op on a worker — and waking a parked thread costs tens of
-    /// microseconds. The spin only watches a flag; the result is always
-    /// taken under the lock.
+    /// Spins first, for as long as `wait_spin.rs` allows (50 µs, or up to
+    /// 500 µs where this thread's last wait was answered within that): a
+    /// wait is often answered within microseconds — an async op completed
+    /// by another thread, a short op on a worker — and waking a parked
+    /// thread costs tens of microseconds. The spin only watches a flag; the
+    /// result is always taken under the lock.
     ///
     /// The first `SIGNAL_SPIN_UNYIELDING` of it do not yield: a thread
     /// that hands work to another and then waits for the answer (an async
@@ -56,15 +53,19 @@ impl Signal {
     /// "Where the peers win, and why"). After that the yields let a
     /// signaller that shares this core run.
     pub(crate) fn wait(&self) -> Result<(), Arc<Failure>> {
+        // Records this wait's length for the thread's next wait when it
+        // goes out of scope, after the result is taken.
         #[cfg(not(loom))]
-        {
-            let start = std::time::Instant::now();
+        let _timer = {
+            let timer = super::wait_spin::WaitTimer::start();
+            let limit = timer.spin_limit();
+            let start = timer.started();
             let mut spins = 0u32;
             while !self.ready.load(Ordering::Acquire) {
                 spins = spins.wrapping_add(1);
                 if spins % 64 == 0 {
                     let waited = start.elapsed();
-                    if waited > SIGNAL_SPIN {
+                    if waited > limit {
                         break;
                     }
                     if waited > SIGNAL_SPIN_UNYIELDING {
@@ -74,7 +75,8 @@ impl Signal {
                     std::hint::spin_loop();
                 }
             }
-        }
+            timer
+        };
         let mut s = self.state.lock();
         loop {
             if let Some(r) = s.take() {
