@@ -845,7 +845,7 @@ impl Core {
             };
             // Internal: the push neither refuses nor poisons a deleted var.
             self.push(desc, Body::Empty, Some(signal.clone()), true)?;
-            let _ = signal.wait();
+            let _ = signal.wait(|| self.cpu_to_spare());
         }
         match var.inner.take_failure(&self.failed_vars) {
             None => Ok(()),
@@ -912,7 +912,7 @@ impl Core {
             // busy through long ops.
             let spin = std::mem::replace(&mut first, false) || ran;
             #[cfg(not(loom))]
-            if spin && self.spin_until_idle(help, timer.spin_limit()) {
+            if spin && self.spin_until_idle(help, &timer) {
                 return Ok(());
             }
             // loom models no clock: no spin, straight to the park below.
@@ -943,15 +943,15 @@ impl Core {
         }
     }
 
-    /// As `Signal::wait`: looks again for up to `limit` (the calling
-    /// thread's spin, `wait_spin.rs`) before parking, rarely (each look
-    /// reads every shard of the completion counter);
+    /// As `Signal::wait`: looks again for as long as `timer` allows (the
+    /// calling thread's spin, `wait_spin.rs`) before parking, rarely (each
+    /// look reads every shard of the completion counter);
     /// a helper runs whatever it finds queued meanwhile. True when the
     /// engine became idle.
     #[cfg(not(loom))]
-    fn spin_until_idle(&self, help: bool, limit: std::time::Duration) -> bool {
+    fn spin_until_idle(&self, help: bool, timer: &super::wait_spin::WaitTimer) -> bool {
         let mut start = std::time::Instant::now();
-        while start.elapsed() < limit {
+        while timer.keep_spinning(start.elapsed(), || self.cpu_to_spare()) {
             if help && self.help() > 0 {
                 if self.idle() {
                     return true;
@@ -967,6 +967,20 @@ impl Core {
             }
             std::thread::yield_now();
         }
+        false
+    }
+
+    /// True when fewer of this engine's workers are awake than the machine
+    /// has CPUs: a caller that spins while it waits then takes no CPU a
+    /// worker needs (`wait_spin.rs`).
+    #[cfg(not(loom))]
+    pub(crate) fn cpu_to_spare(&self) -> bool {
+        self.executor().awake_workers() < super::wait_spin::cpus()
+    }
+
+    /// loom models no clock, and its waits do not spin.
+    #[cfg(loom)]
+    pub(crate) fn cpu_to_spare(&self) -> bool {
         false
     }
 
@@ -1478,7 +1492,7 @@ mod wait_spin_wiring {
             let signal = crate::engine::signal::Signal::new();
             signal.set(Ok(()));
             assert_eq!(last_wait(), None);
-            signal.wait().unwrap();
+            signal.wait(|| true).unwrap();
             assert!(last_wait().is_some());
         })
         .join()

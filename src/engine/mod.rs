@@ -353,7 +353,7 @@ impl Engine {
         };
         self.core()
             .push(desc, Body::sync(wrapped), Some(signal.clone()), false)?;
-        match signal.wait() {
+        match signal.wait(|| self.core().cpu_to_spare()) {
             Ok(()) => Ok(slot
                 .lock()
                 .take()

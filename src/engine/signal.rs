@@ -37,7 +37,8 @@ impl Signal {
     /// Blocks until the signal is set and returns its result.
     ///
     /// Spins first, for as long as `wait_spin.rs` allows (50 µs, or up to
-    /// 500 µs where this thread's last wait was answered within that): a
+    /// 500 µs where this thread's last wait was answered within that and
+    /// the engine's awake workers leave a CPU free): a
     /// wait is often answered within microseconds — an async op completed
     /// by another thread, a short op on a worker — and waking a parked
     /// thread costs tens of microseconds. The spin only watches a flag; the
@@ -52,20 +53,22 @@ impl Signal {
     /// roundtrip --engine naive`, 2-core AMD EPYC sandbox; BENCHMARKS.md,
     /// "Where the peers win, and why"). After that the yields let a
     /// signaller that shares this core run.
-    pub(crate) fn wait(&self) -> Result<(), Arc<Failure>> {
+    ///
+    /// `cpu_to_spare` tells whether the engine's awake workers leave a CPU
+    /// for this spin past its first 50 µs (`wait_spin.rs`).
+    pub(crate) fn wait(&self, cpu_to_spare: impl Fn() -> bool) -> Result<(), Arc<Failure>> {
         // Records this wait's length for the thread's next wait when it
         // goes out of scope, after the result is taken.
         #[cfg(not(loom))]
         let _timer = {
             let timer = super::wait_spin::WaitTimer::start();
-            let limit = timer.spin_limit();
             let start = timer.started();
             let mut spins = 0u32;
             while !self.ready.load(Ordering::Acquire) {
                 spins = spins.wrapping_add(1);
                 if spins % 64 == 0 {
                     let waited = start.elapsed();
-                    if waited > limit {
+                    if !timer.keep_spinning(waited, &cpu_to_spare) {
                         break;
                     }
                     if waited > SIGNAL_SPIN_UNYIELDING {
@@ -77,6 +80,8 @@ impl Signal {
             }
             timer
         };
+        #[cfg(loom)]
+        let _ = cpu_to_spare;
         let mut s = self.state.lock();
         loop {
             if let Some(r) = s.take() {

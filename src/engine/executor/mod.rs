@@ -138,6 +138,18 @@ impl Executor {
         }
     }
 
+    /// Worker threads that do not sleep, over every pool: each holds a
+    /// CPU, running ops or looking for them. A hint, read without ordering
+    /// (`wait_spin.rs`).
+    #[cfg(not(loom))]
+    pub(crate) fn awake_workers(&self) -> usize {
+        match self {
+            Executor::Naive => 0,
+            Executor::Pooled(p) => p.awake_workers(),
+            Executor::PerDevice(p) => p.awake_workers(),
+        }
+    }
+
     /// Worker threads per pool, for reports: `(pool name, threads)`.
     pub(crate) fn pools(&self) -> Vec<(String, usize)> {
         match self {

@@ -111,6 +111,12 @@ impl PerDevice {
         }
     }
 
+    /// Workers of every pool that do not sleep (a hint).
+    #[cfg(not(loom))]
+    pub(super) fn awake_workers(&self) -> usize {
+        self.all().map(|p| p.shared.awake_workers()).sum()
+    }
+
     pub(super) fn pools(&self) -> Vec<(String, usize)> {
         self.all()
             .map(|p| (p.shared.name.clone(), p.len()))

@@ -189,6 +189,12 @@ impl PoolShared {
         self.sleep.some_running(self.workers()) || self.helping.load(Ordering::Relaxed) > 0
     }
 
+    /// Workers of the pool that do not sleep (a hint, `wait_spin.rs`).
+    #[cfg(not(loom))]
+    pub(crate) fn awake_workers(&self) -> usize {
+        self.sleep.awake(self.workers())
+    }
+
     /// Worker threads of the pool.
     pub(crate) fn workers(&self) -> usize {
         self.stealers.len()

@@ -43,6 +43,12 @@ impl Pooled {
         self.io.stop_and_join();
     }
 
+    /// Workers of both pools that do not sleep (a hint).
+    #[cfg(not(loom))]
+    pub(super) fn awake_workers(&self) -> usize {
+        self.workers.shared.awake_workers() + self.io.shared.awake_workers()
+    }
+
     pub(super) fn pools(&self) -> Vec<(String, usize)> {
         [&self.workers, &self.io]
             .iter()

@@ -153,6 +153,14 @@ impl Sleep {
         self.sleepers.load(Ordering::Relaxed) + self.searching.load(Ordering::Relaxed) < workers
     }
 
+    /// How many of the `workers` do not sleep: they run ops or search for
+    /// them, each on a CPU (`wait_spin.rs`). A hint, read without
+    /// ordering, as [`Sleep::some_running`].
+    #[cfg(not(loom))]
+    pub(crate) fn awake(&self, workers: usize) -> usize {
+        workers.saturating_sub(self.sleepers.load(Ordering::Relaxed))
+    }
+
     pub(crate) fn stop_searching(&self) {
         self.searching.fetch_sub(1, Ordering::SeqCst);
     }
