@@ -21,10 +21,11 @@
 //! a wait it did not need to park for costs at most twice its length.
 //!
 //! A spinning waiter holds a CPU. Where the engine's workers that are
-//! awake (running ops, or looking for them) already hold every CPU, that
-//! CPU is one a worker needs: on 2 cores with 2 workers, a `wait_for_all`
-//! that spun while both workers drained a backlog made the empty `rwmix`
-//! 1.3 times slower. There the spin past [`SPIN_BASE`] stops.
+//! awake (running ops, or looking for them) already hold every CPU, as 2
+//! workers on 2 cores do while they drain what a pusher now waiting for
+//! all has queued, that CPU is one a worker needs: there the spin past
+//! [`SPIN_BASE`] stops. A round trip on an async op, whose workers sleep
+//! while the op is out, keeps its spin.
 //!
 //! # Rule
 //!
