@@ -50,9 +50,10 @@ pub(crate) const SPIN_BASE: Duration = Duration::from_micros(50);
 /// spin.
 pub(crate) const SPIN_MAX: Duration = Duration::from_micros(500);
 
-/// The CPUs this process may run on (`num_cpus`, which reads the
-/// affinity mask and the cgroup's quota).
-static CPUS: Lazy<usize> = Lazy::new(num_cpus::get);
+/// The CPUs this process may run on (`sync::cpu_count`, which the default
+/// worker counts use too), read once: the spin asks for it every few
+/// hundred nanoseconds past [`SPIN_BASE`].
+static CPUS: Lazy<usize> = Lazy::new(crate::sync::cpu_count);
 
 /// The CPUs this process may run on.
 pub(crate) fn cpus() -> usize {
