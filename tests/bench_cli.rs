@@ -224,13 +224,15 @@ fn helping_pushes_name_their_system_and_need_a_helping_wait() {
 }
 
 #[test]
-fn pool_limits_name_their_system() {
+fn pool_and_lead_limits_name_their_system() {
     // 64 op blocks kept at most while 4,900 ops are pushed: most blocks of
     // completed ops are freed (`tests/engine_basic.rs` checks the ops'
-    // effects under such limits, and under queue buffer limits).
+    // effects under such limits, and under queue buffer limits); a lead
+    // of 64 ops makes the pusher wait on a 4,900-op wavefront.
     for (n, option, value, suffix, ops) in [
         ("70", "--pooled-op-blocks", "64", "-pool64", "4900"),
         ("30", "--pooled-queue-entries", "0", "-qpool0", "900"),
+        ("70", "--max-lead", "64", "-lead64", "4900"),
     ] {
         let line = small_wavefront_with(n, option, value);
         let system = format!("depengine-per-device{suffix}");

@@ -605,6 +605,85 @@ fn ops_run_the_same_under_every_queue_buffer_limit() {
     }
 }
 
+/// A pushing thread held to a lead (`EngineBuilder::max_lead`) runs the
+/// same ops in the same order as one that is not: random reads and writes
+/// over a few vars, each read checked against what a serial run would
+/// have seen, under limits from one op (every 64th push waits for all
+/// before it) to none. In the first round every op queues behind one that
+/// waits for the pushing thread, so the pushes find no completion and
+/// must stop waiting; in the second they complete as they go.
+#[test]
+fn ops_run_the_same_under_every_lead_limit() {
+    const VARS: usize = 16;
+    const OPS: usize = 3000;
+    for limit in [Some(1), Some(64), Some(0), None] {
+        for held in [true, false] {
+            let mut builder = Engine::builder().cpu_workers(2);
+            if let Some(n) = limit {
+                builder = builder.max_lead(n);
+            }
+            let engine = builder.build().unwrap();
+            let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
+            let written: Arc<Vec<Mutex<Vec<usize>>>> =
+                Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            if held {
+                engine
+                    .push(OpDesc::new("hold").writes(&vars[..]), move |_| {
+                        wait.recv().expect("sent after the pushes");
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            let mut seed = 0x2545_f491_4f6c_dd1du64;
+            let mut pushed_writes = [0usize; VARS];
+            for i in 0..OPS {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let w = (seed % VARS as u64) as usize;
+                let r = ((seed >> 20) % VARS as u64) as usize;
+                let expect_read = pushed_writes[r];
+                let log = written.clone();
+                let mut desc = OpDesc::new("step").writes(&vars[w]);
+                if r != w {
+                    desc = desc.reads(&vars[r]);
+                }
+                engine
+                    .push(desc, move |_| {
+                        if r != w {
+                            let seen = log[r].lock().unwrap().len();
+                            assert_eq!(seen, expect_read, "op {i} read var {r} too early or late");
+                        }
+                        log[w].lock().unwrap().push(i);
+                        Ok(())
+                    })
+                    .unwrap();
+                pushed_writes[w] += 1;
+            }
+            if held {
+                go.send(()).unwrap();
+            }
+            engine
+                .wait_for_all()
+                .unwrap_or_else(|e| panic!("{limit:?} held {held}: {e}"));
+            for (k, v) in vars.iter().enumerate() {
+                let log = written[k].lock().unwrap();
+                assert_eq!(log.len(), pushed_writes[k], "{limit:?} held {held}");
+                assert_eq!(
+                    v.version(),
+                    u64::from(held) + log.len() as u64,
+                    "{limit:?} held {held}"
+                );
+                assert!(
+                    log.windows(2).all(|p| p[0] < p[1]),
+                    "{limit:?} held {held}: var {k} written out of push order"
+                );
+            }
+        }
+    }
+}
+
 /// Blocks of completed ops are kept for reuse up to
 /// `EngineBuilder::pooled_op_blocks` and freed beyond it: either way each
 /// op is run once, in order, with its own vars. A limit of 0 frees nearly

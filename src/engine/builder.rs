@@ -56,6 +56,9 @@ pub(crate) struct EngineConfig {
     pub(crate) push_helps: bool,
     pub(crate) pooled_op_blocks: usize,
     pub(crate) pooled_queue_entries: usize,
+    /// Most ops pending before a push from outside the engine waits
+    /// (`lead.rs`); 0: no limit.
+    pub(crate) max_lead: usize,
 }
 
 /// Default of [`EngineBuilder::pooled_op_blocks`].
@@ -63,6 +66,15 @@ pub const DEFAULT_POOLED_OP_BLOCKS: usize = 1 << 20;
 
 /// Default of [`EngineBuilder::pooled_queue_entries`].
 pub const DEFAULT_POOLED_QUEUE_ENTRIES: usize = 1 << 24;
+
+/// Default of [`EngineBuilder::max_lead`], per CPU worker.
+///
+/// Large enough that the ops a worker could start are rarely held back (a
+/// 2,000 × 2,000 wavefront pushed row by row needs a lead of about two
+/// rows per worker for every worker to find a ready op); small enough
+/// that at 2 workers the blocks of the pending ops, about 1.6 MB, stay in
+/// the caches.
+pub const DEFAULT_LEAD_PER_WORKER: usize = 4096;
 
 /// Builds an [`Engine`]. Counts left at 0 mean "from the environment or the
 /// default".
@@ -93,6 +105,7 @@ pub struct EngineBuilder {
     push_helps: bool,
     pooled_op_blocks: Option<usize>,
     pooled_queue_entries: Option<usize>,
+    max_lead: Option<usize>,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -318,6 +331,50 @@ impl EngineBuilder {
         self
     }
 
+    /// Most ops that may be pending (pushed, not yet completed) before a
+    /// push from a thread that is not one of the engine's waits for the
+    /// workers to catch up; 0: no limit. Default:
+    /// [`DEFAULT_LEAD_PER_WORKER`] (4,096) per CPU worker; no limit for the
+    /// naive executor, which runs every op at its push.
+    ///
+    /// A thread that pushes ops faster than the workers run them gets ahead
+    /// by as many ops as it pushes, each holding an op block and a place in
+    /// the queues of its vars. A million ops ahead, that is some 200 MB,
+    /// and every op's block comes back from memory when a worker gets to it:
+    /// on the 2-core sandbox a million 1 µs ops over 10,000 vars
+    /// (`random`) took 1,620–1,700 ns per op at one worker unbounded and
+    /// about 1,250 with the default (BENCHMARKS.md, "The pushing thread's
+    /// lead").
+    ///
+    /// The push that finds the limit passed (the engine looks every 64
+    /// pushes) waits until half of it is left, at most 2 ms at a time, and
+    /// not at all while no op completes: a wait that sees no completion
+    /// for 0.5 ms ends, and pushes do not wait again until some op
+    /// completes, so ops that wait for something only the pushing thread
+    /// will do (an async op it completes itself) cannot hold it. The
+    /// engine's own threads (ops that push ops) never wait. An op pushed
+    /// while the lead is full, high-priority ones included, reaches the
+    /// workers when the push that waits returns: set 0 where pushes must
+    /// never wait, or where the ops that can run in parallel are pushed
+    /// far apart.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().cpu_workers(2).max_lead(256).build().unwrap();
+    /// let v = engine.new_var();
+    /// for _ in 0..10_000 {
+    ///     engine.push(OpDesc::new("w").writes(&v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// assert_eq!(v.version(), 10_000);
+    /// ```
+    pub fn max_lead(mut self, ops: usize) -> Self {
+        self.max_lead = Some(ops);
+        self
+    }
+
     /// Fills the settings still unset from the process environment.
     ///
     /// # Errors
@@ -403,9 +460,16 @@ impl EngineBuilder {
             });
         }
         let or = |n: usize, d: usize| if n == 0 { d } else { n };
+        let kind = self.kind.unwrap_or_default();
+        let cpu_workers = or(self.cpu_workers, cpu_count());
+        let max_lead = match (self.max_lead, kind) {
+            (Some(n), _) => n,
+            (None, EngineKind::Naive) => 0,
+            (None, _) => DEFAULT_LEAD_PER_WORKER.saturating_mul(cpu_workers),
+        };
         Ok(EngineConfig {
-            kind: self.kind.unwrap_or_default(),
-            cpu_workers: or(self.cpu_workers, cpu_count()),
+            kind,
+            cpu_workers,
             cpu_priority_workers: or(self.cpu_priority_workers, 1),
             copy_workers: or(self.copy_workers, 1),
             gpu_workers: or(self.gpu_workers, 2),
@@ -416,6 +480,7 @@ impl EngineBuilder {
             pooled_queue_entries: self
                 .pooled_queue_entries
                 .unwrap_or(DEFAULT_POOLED_QUEUE_ENTRIES),
+            max_lead,
         })
     }
 

@@ -139,6 +139,10 @@ pub(crate) struct Core {
     /// Buffers of freed vars' queues (`var/queue_pool.rs`).
     queues: Arc<QueuePool>,
     blocks: BlockPool,
+    /// How far pushing threads may get ahead of the completions
+    /// (`lead.rs`).
+    #[cfg(not(loom))]
+    pub(crate) lead: super::lead::Lead,
     executor: once_cell::sync::OnceCell<Executor>,
 }
 
@@ -162,6 +166,8 @@ impl Core {
             vars: Mutex::new(Vec::new()),
             queues: Arc::new(QueuePool::new(config.pooled_queue_entries)),
             blocks: BlockPool::new(config.pooled_op_blocks),
+            #[cfg(not(loom))]
+            lead: super::lead::Lead::new(config.max_lead),
             executor: once_cell::sync::OnceCell::new(),
         });
         let executor = Executor::start(&core)?;
@@ -327,6 +333,10 @@ impl Core {
             && !self.on_own_thread()
         {
             self.help_with_backlog(seq);
+        }
+        #[cfg(not(loom))]
+        if seq % super::lead::CHECK_EVERY == 0 && !internal {
+            self.keep_lead();
         }
         Ok(())
     }
@@ -541,7 +551,7 @@ impl Core {
         });
     }
 
-    fn in_batch(&self) -> bool {
+    pub(crate) fn in_batch(&self) -> bool {
         BATCH_ENGINES.with(|b| b.borrow().contains(&self.id))
     }
 
@@ -1069,6 +1079,14 @@ impl Core {
     /// True while some var carries a failure no wait has cleared.
     pub(crate) fn some_var_failed(&self) -> bool {
         !self.failed_vars.none()
+    }
+
+    /// Ops pushed and ops completed so far. The completions are read
+    /// first: an op counts as pushed before it can complete, so the
+    /// difference is never below what was pending when they were read.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        let c = self.completed.sum();
+        (self.pushed.load(Ordering::SeqCst), c)
     }
 
     pub(crate) fn pending(&self) -> usize {

@@ -79,6 +79,8 @@ mod diagnostics;
 mod error;
 mod executor;
 mod inline_body;
+#[cfg(not(loom))]
+mod lead;
 mod op;
 mod operator;
 mod prefetch;
@@ -99,8 +101,9 @@ use crate::sync::{thread, Arc, Mutex};
 pub use batch::Batch;
 pub(crate) use builder::EngineConfig;
 pub use builder::{
-    EngineBuilder, EngineKind, DEFAULT_POOLED_OP_BLOCKS, DEFAULT_POOLED_QUEUE_ENTRIES,
-    ENV_COPY_WORKERS, ENV_CPU_PRIORITY_WORKERS, ENV_CPU_WORKERS, ENV_ENGINE_TYPE,
+    EngineBuilder, EngineKind, DEFAULT_LEAD_PER_WORKER, DEFAULT_POOLED_OP_BLOCKS,
+    DEFAULT_POOLED_QUEUE_ENTRIES, ENV_COPY_WORKERS, ENV_CPU_PRIORITY_WORKERS, ENV_CPU_WORKERS,
+    ENV_ENGINE_TYPE,
 };
 pub use completion::Completion;
 pub use diagnostics::{PendingOp, PendingReport, VarReport};

@@ -103,6 +103,11 @@ pub(crate) struct BenchArgs {
     /// `-qpool<N>`.
     #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
     pooled_queue_entries: Option<usize>,
+    /// Most ops pending before the pushing thread waits for the workers
+    /// (`EngineBuilder::max_lead`; default: the library's, 4,096 per
+    /// worker; 0: no limit). Given, the line's system gets `-lead<N>`.
+    #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
+    max_lead: Option<usize>,
     /// Print what an engine with no overhead would do on `--workers`
     /// workers (list scheduling of the inferred graph, bodies only) as a
     /// line of system `ideal`, and exit: the yardstick for `efficiency`.
@@ -195,6 +200,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.pooled_queue_entries {
         builder = builder.pooled_queue_entries(n);
     }
+    if let Some(n) = args.max_lead {
+        builder = builder.max_lead(n);
+    }
     let mut engine = builder.build()?;
     // The naive executor runs every op on the thread that makes it ready,
     // and a serial scope on the thread that pushes it: the pushing thread
@@ -236,6 +244,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(n) = args.pooled_queue_entries {
         system += &format!("-qpool{n}");
+    }
+    if let Some(n) = args.max_lead {
+        system += &format!("-lead{n}");
     }
 
     let mut ns = Vec::with_capacity(args.runs);

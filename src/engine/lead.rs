@@ -1,0 +1,406 @@
+//! How far a pushing thread may run ahead of the completions.
+//!
+//! # Why
+//!
+//! A push costs tens of nanoseconds; an op with a body costs its body. A
+//! program that pushes a million 1 µs ops from one thread is done pushing
+//! long before the workers are done running, and every op it pushed meanwhile
+//! holds an op block (about 200 bytes) and a place in the queues of its
+//! vars. Ahead by a million ops, those blocks and queues are some 200 MB,
+//! far more than the caches: each op's block, and the queue entry that
+//! grants it, comes from memory when a worker gets to it, and what the
+//! pusher wrote there has long left its core too. On the 2-core sandbox the
+//! full-size `random` (a million ops over 10,000 vars) with 1 µs bodies took
+//! 1,620–1,700 ns per op at one worker, against 1,300 at 20,000 ops, and
+//! 1,150–1,260 with the lead held to 1,024–4,096 ops; the empty `random` at
+//! two workers 290–330 against 160–175 (BENCHMARKS.md, "The pushing
+//! thread's lead").
+//!
+//! # Rule
+//!
+//! Every [`CHECK_EVERY`] pushes, a thread that is not one of the engine's
+//! own compares the ops pending (pushed and not completed, by any thread)
+//! with the engine's limit (`EngineBuilder::max_lead`). Past it, the push
+//! waits until the completions bring the pending ops down to half the
+//! limit, so that the next check is some way off. The wait never lasts
+//! longer than [`MAX_WAIT`], and it ends, and no later push waits, when
+//! [`STALL`] passes without a single completion: ops that wait for
+//! something only this thread will do (an async op it completes itself,
+//! a var it will write) must not keep it from doing it. Until the next
+//! completion comes, pushes do not wait at all.
+//!
+//! A wait naps in a `yield` while a CPU is to spare (fewer of the engine's
+//! workers awake than the machine has CPUs), where the pushing thread holds
+//! no CPU a worker needs. Where the awake workers hold every CPU it sleeps,
+//! first [`FIRST_NAP`], then as long as the workers need, at the rate they
+//! completed ops so far, to bring the pending ops down to half the limit
+//! (at most [`LONGEST_NAP`]): each time the pusher wakes it takes a CPU from
+//! a worker, and with 20 µs naps `fan` and `rwmix` with 1 µs bodies at
+//! 2 workers ran 10–25% slower than with no limit.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::core::Core;
+
+/// Pushes between two looks at the pending ops: the look sums the
+/// completion counter's shards, lines the workers write.
+pub(crate) const CHECK_EVERY: u64 = 64;
+
+/// The longest a push waits for the lead to shrink.
+pub(crate) const MAX_WAIT: Duration = Duration::from_millis(2);
+
+/// A wait ends when no op completes for this long.
+pub(crate) const STALL: Duration = Duration::from_micros(500);
+
+/// A wait's first sleep, which measures the workers' rate.
+pub(crate) const FIRST_NAP: Duration = Duration::from_micros(20);
+
+/// A wait's longest sleep.
+pub(crate) const LONGEST_NAP: Duration = Duration::from_micros(500);
+
+impl Core {
+    /// Keeps the rule above, for a push from outside the engine whose
+    /// sequence number is a multiple of [`CHECK_EVERY`]. The engine's own
+    /// threads never wait (an op that pushes ops would hold the worker
+    /// the pending ops need), nor does a thread with a batch open (its
+    /// held ops are pending and cannot complete before it closes), nor a
+    /// pusher that helps run the backlog instead
+    /// (`EngineBuilder::help_while_pushing`).
+    pub(crate) fn keep_lead(&self) {
+        if self.lead.limited()
+            && !self.config.push_helps
+            && !self.on_own_thread()
+            && !self.in_batch()
+        {
+            self.lead.hold(&LeadOf(self));
+        }
+    }
+}
+
+/// What a push that keeps the lead sees of its engine.
+struct LeadOf<'a>(&'a Core);
+
+impl LeadProbe for LeadOf<'_> {
+    fn counts(&self) -> (u64, u64) {
+        self.0.counts()
+    }
+
+    fn nap(&self, hint: Duration) {
+        nap(self.0.cpu_to_spare(), hint);
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// What the lead's wait sees of the engine (and of time, for tests).
+pub(crate) trait LeadProbe {
+    /// Ops pushed and ops completed so far.
+    fn counts(&self) -> (u64, u64);
+    /// Lets the workers run for a while, about `hint` if it sleeps.
+    fn nap(&self, hint: Duration);
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+/// An engine's limit on the pending ops, and what its waits learned.
+#[derive(Debug)]
+pub(crate) struct Lead {
+    /// Most ops pending before a push waits; 0: no limit.
+    max: u64,
+    /// The completed count at the last wait that ended for want of
+    /// completions: while it is still the count, no push waits.
+    stalled_at: AtomicU64,
+}
+
+impl Lead {
+    /// A limit of `max` pending ops (0: none).
+    pub(crate) fn new(max: usize) -> Self {
+        Lead {
+            max: max as u64,
+            stalled_at: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// The completed count at which the last wait found the workers
+    /// stalled, if one did.
+    #[cfg(test)]
+    pub(crate) fn stalled_at(&self) -> Option<u64> {
+        Some(self.stalled_at.load(Ordering::Relaxed)).filter(|&c| c != u64::MAX)
+    }
+
+    /// True when there is a limit to keep.
+    #[inline]
+    pub(crate) fn limited(&self) -> bool {
+        self.max > 0
+    }
+
+    /// Waits, by the rule above, while more than the limit is pending.
+    /// Returns whether it waited.
+    pub(crate) fn hold(&self, probe: &impl LeadProbe) -> bool {
+        let (pushed, done) = probe.counts();
+        if self.max == 0
+            || pushed.saturating_sub(done) <= self.max
+            || done == self.stalled_at.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        let target = self.max / 2;
+        let start = probe.now();
+        let done_at_start = done;
+        let (mut last_done, mut last_move) = (done, start);
+        let mut nap = FIRST_NAP;
+        loop {
+            probe.nap(nap);
+            let (pushed, done) = probe.counts();
+            let pending = pushed.saturating_sub(done);
+            if pending <= target {
+                return true;
+            }
+            let now = probe.now();
+            if done != last_done {
+                (last_done, last_move) = (done, now);
+            } else if now.duration_since(last_move) >= STALL {
+                self.stalled_at.store(done, Ordering::Relaxed);
+                return true;
+            }
+            let waited = now.duration_since(start);
+            if waited >= MAX_WAIT {
+                return true;
+            }
+            nap = next_nap(waited, done - done_at_start, pending - target).min(MAX_WAIT - waited);
+        }
+    }
+}
+
+/// How long the workers need for `left` more completions, at the rate of
+/// `ran` in `waited`, within [`FIRST_NAP`] and [`LONGEST_NAP`].
+fn next_nap(waited: Duration, ran: u64, left: u64) -> Duration {
+    if ran == 0 {
+        return FIRST_NAP;
+    }
+    let ns = waited.as_nanos().saturating_mul(u128::from(left)) / u128::from(ran);
+    let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+    Duration::from_nanos(ns).clamp(FIRST_NAP, LONGEST_NAP)
+}
+
+/// A nap for a waiting pusher: a `yield` where a CPU is to spare, a sleep
+/// of `hint` where the awake workers hold them all.
+pub(crate) fn nap(cpu_to_spare: bool, hint: Duration) {
+    if cpu_to_spare {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(hint);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// An engine whose workers complete `per_10us` ops every 10 µs, and a
+    /// clock that moves by each nap's length (a `yield` counts 10 µs).
+    struct Fake {
+        pushed: u64,
+        done: Cell<u64>,
+        per_10us: u64,
+        yields: bool,
+        naps: Cell<u32>,
+        t0: Instant,
+        elapsed: Cell<Duration>,
+    }
+
+    impl Fake {
+        fn new(pushed: u64, done: u64, per_10us: u64) -> Self {
+            Fake {
+                pushed,
+                done: Cell::new(done),
+                per_10us,
+                yields: false,
+                naps: Cell::new(0),
+                t0: Instant::now(),
+                elapsed: Cell::new(Duration::ZERO),
+            }
+        }
+    }
+
+    impl LeadProbe for Fake {
+        fn counts(&self) -> (u64, u64) {
+            (self.pushed, self.done.get())
+        }
+        fn nap(&self, hint: Duration) {
+            let d = if self.yields { TICK } else { hint };
+            assert!(!d.is_zero() && d <= LONGEST_NAP, "nap of {d:?}");
+            self.naps.set(self.naps.get() + 1);
+            self.elapsed.set(self.elapsed.get() + d);
+            let ran = self.per_10us * (d.as_micros() as u64) / 10;
+            self.done.set((self.done.get() + ran).min(self.pushed));
+        }
+        fn now(&self) -> Instant {
+            self.t0 + self.elapsed.get()
+        }
+    }
+
+    const TICK: Duration = Duration::from_micros(10);
+
+    #[test]
+    fn no_wait_within_the_limit_or_without_one() {
+        let f = Fake::new(1000, 0, 1);
+        assert!(!Lead::new(1000).hold(&f));
+        assert!(!Lead::new(0).hold(&f));
+        assert!(!Lead::new(0).limited());
+        assert_eq!(f.naps.get(), 0);
+    }
+
+    #[test]
+    fn waits_down_to_half_the_limit_in_few_naps() {
+        // 1,000 pending, 10 completing every 10 µs: 600 µs to reach 400.
+        let f = Fake::new(1000, 0, 10);
+        assert!(Lead::new(800).hold(&f));
+        assert!(f.done.get() >= 600, "left {} pending", 1000 - f.done.get());
+        // The first nap measures the rate, the next sleep for what is left.
+        assert!(f.naps.get() <= 4, "{} naps", f.naps.get());
+    }
+
+    #[test]
+    fn a_yielding_wait_looks_after_every_yield() {
+        let mut f = Fake::new(1000, 0, 10);
+        f.yields = true;
+        assert!(Lead::new(800).hold(&f));
+        assert_eq!(f.done.get(), 600);
+        assert_eq!(f.naps.get(), 60);
+    }
+
+    #[test]
+    fn a_wait_ends_at_its_longest() {
+        // One completion per 10 µs: half the limit is 40 ms away, past
+        // MAX_WAIT, and completions never stop.
+        let f = Fake::new(10_000, 0, 1);
+        assert!(Lead::new(8_000).hold(&f));
+        assert_eq!(f.elapsed.get(), MAX_WAIT);
+        assert!(f.done.get() < 2_000);
+    }
+
+    #[test]
+    fn a_stalled_wait_ends_and_later_pushes_pass_until_a_completion() {
+        let lead = Lead::new(100);
+        let f = Fake::new(1000, 0, 0);
+        assert!(lead.hold(&f));
+        assert!(f.elapsed.get() >= STALL && f.elapsed.get() < MAX_WAIT);
+        // Nothing completed since: the next look passes at once.
+        let again = Fake::new(1064, 0, 0);
+        assert!(!lead.hold(&again));
+        assert_eq!(again.naps.get(), 0);
+        // One completion later, pushes wait again.
+        let moved = Fake::new(1128, 1, 10);
+        assert!(lead.hold(&moved));
+        assert!(moved.naps.get() > 0);
+    }
+
+    #[test]
+    fn naps_follow_the_rate_within_their_bounds() {
+        let us = Duration::from_micros;
+        assert_eq!(next_nap(us(20), 0, 100), FIRST_NAP);
+        // 10 ops in 20 µs, 100 left: 200 µs.
+        assert_eq!(next_nap(us(20), 10, 100), us(200));
+        assert_eq!(next_nap(us(20), 10, 1), FIRST_NAP);
+        assert_eq!(next_nap(us(20), 1, 1_000_000), LONGEST_NAP);
+        assert_eq!(next_nap(Duration::MAX, 1, u64::MAX), LONGEST_NAP);
+    }
+}
+
+/// The engine keeps its lead: the limit resolved from the builder, and
+/// the push that finds it passed.
+#[cfg(test)]
+mod wiring {
+    use std::sync::mpsc;
+
+    use crate::engine::{Engine, EngineKind, OpDesc, DEFAULT_LEAD_PER_WORKER};
+
+    #[test]
+    fn the_limit_follows_the_builder() {
+        let lead = |b: crate::EngineBuilder| b.build().unwrap().core().config.max_lead;
+        assert_eq!(
+            lead(Engine::builder().cpu_workers(3)),
+            3 * DEFAULT_LEAD_PER_WORKER
+        );
+        assert_eq!(lead(Engine::builder().cpu_workers(3).max_lead(100)), 100);
+        assert_eq!(lead(Engine::builder().cpu_workers(3).max_lead(0)), 0);
+        assert_eq!(lead(Engine::builder().kind(EngineKind::Naive)), 0);
+        assert!(!Engine::builder()
+            .kind(EngineKind::Naive)
+            .build()
+            .unwrap()
+            .core()
+            .lead
+            .limited());
+    }
+
+    /// Ops queued behind an async op that the pushing thread completes
+    /// itself, past the limit: the pushes find no completion, stop
+    /// waiting, and the thread goes on to complete the op.
+    #[test]
+    fn a_push_past_the_limit_waits_only_while_ops_complete() {
+        let engine = Engine::builder()
+            .cpu_workers(1)
+            .max_lead(64)
+            .build()
+            .unwrap();
+        let x = engine.new_var();
+        let (tx, rx) = mpsc::channel();
+        engine
+            .push_async(OpDesc::new("held").writes(&x), move |_, done| {
+                tx.send(done).unwrap();
+            })
+            .unwrap();
+        let done = rx.recv().unwrap();
+        for _ in 0..1000 {
+            engine
+                .push(OpDesc::new("after").writes(&x), |_| Ok(()))
+                .unwrap();
+        }
+        // Nothing could complete: the first wait ended for want of
+        // completions, and none waited since (or the loop would not end).
+        assert_eq!(engine.core().lead.stalled_at(), Some(0));
+        done.done();
+        engine.wait_for_all().unwrap();
+        assert_eq!(x.version(), 1001);
+    }
+
+    #[test]
+    fn ops_pushed_from_an_op_never_wait() {
+        let engine = Engine::builder()
+            .cpu_workers(1)
+            .max_lead(64)
+            .build()
+            .unwrap();
+        let x = engine.new_var();
+        let (tx, rx) = mpsc::channel();
+        engine
+            .push_async(OpDesc::new("held").writes(&x), move |_, done| {
+                tx.send(done).unwrap();
+            })
+            .unwrap();
+        let done = rx.recv().unwrap();
+        let inner = engine.clone();
+        let y = engine.new_var();
+        let x2 = x.clone();
+        engine
+            .push(OpDesc::new("pusher").writes(&y), move |_| {
+                for _ in 0..1000 {
+                    inner.push(OpDesc::new("after").writes(&x2), |_| Ok(()))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        engine.wait_for_var(&y).unwrap();
+        assert_eq!(engine.core().lead.stalled_at(), None);
+        done.done();
+        engine.wait_for_all().unwrap();
+        assert_eq!(x.version(), 1001);
+    }
+}
