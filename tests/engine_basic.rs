@@ -608,7 +608,7 @@ fn ops_run_the_same_under_every_queue_buffer_limit() {
 /// A pushing thread held to a lead (`EngineBuilder::max_lead`) runs the
 /// same ops in the same order as one that is not: random reads and writes
 /// over a few vars, each read checked against what a serial run would
-/// have seen, under limits from one op (every 64th push waits for all
+/// have seen, under limits from one op (every 256th push waits for all
 /// before it) to none. In the first round every op queues behind one that
 /// waits for the pushing thread, so the pushes find no completion and
 /// must stop waiting; in the second they complete as they go.

@@ -346,7 +346,7 @@ impl EngineBuilder {
     /// about 1,250 with the default (BENCHMARKS.md, "The pushing thread's
     /// lead").
     ///
-    /// The push that finds the limit passed (the engine looks every 64
+    /// The push that finds the limit passed (the engine looks every 256
     /// pushes) waits until half of it is left, at most 2 ms at a time, and
     /// not at all while no op completes: a wait that sees no completion
     /// for 0.5 ms ends, and pushes do not wait again until some op

@@ -45,7 +45,7 @@ use super::core::Core;
 
 /// Pushes between two looks at the pending ops: the look sums the
 /// completion counter's shards, lines the workers write.
-pub(crate) const CHECK_EVERY: u64 = 64;
+pub(crate) const CHECK_EVERY: u64 = 256;
 
 /// The longest a push waits for the lead to shrink.
 pub(crate) const MAX_WAIT: Duration = Duration::from_millis(2);
@@ -66,7 +66,10 @@ impl Core {
     /// the pending ops need), nor does a thread with a batch open (its
     /// held ops are pending and cannot complete before it closes), nor a
     /// pusher that helps run the backlog instead
-    /// (`EngineBuilder::help_while_pushing`).
+    /// (`EngineBuilder::help_while_pushing`). Out of line: one push in
+    /// [`CHECK_EVERY`] calls it, and the others' code stays as short.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn keep_lead(&self) {
         if self.lead.limited()
             && !self.config.push_helps
