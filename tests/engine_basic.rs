@@ -6,7 +6,7 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use depengine::{Context, Engine, EngineKind, OpDesc, Property};
+use depengine::{Context, Engine, EngineKind, OpDesc, Property, Var};
 
 #[test]
 fn reads_do_not_bump_versions_writes_do() {
@@ -553,8 +553,7 @@ fn ops_run_the_same_under_every_queue_buffer_limit() {
         for round in 0..4 {
             let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
             // Per var: the ops that wrote it, in the order they ran.
-            let written: Arc<Vec<Mutex<Vec<usize>>>> =
-                Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
+            let written: WriteLogs = Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
             let (go, wait) = std::sync::mpsc::channel::<()>();
             engine
                 .push(OpDesc::new("hold").writes(&vars[..]), move |_| {
@@ -562,45 +561,23 @@ fn ops_run_the_same_under_every_queue_buffer_limit() {
                     Ok(())
                 })
                 .unwrap();
-            // What a serial run reads: writes to each var pushed so far.
-            let mut pushed_writes = [0usize; VARS];
-            for i in 0..OPS {
+            let pushed_writes = push_checked_steps(&engine, &vars, &written, OPS, || {
                 seed = seed
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
-                let w = (seed >> 33) as usize % VARS;
-                let r = (seed >> 45) as usize % VARS;
-                let expect_read = pushed_writes[r];
-                let log = written.clone();
-                let mut desc = OpDesc::new("step").writes(&vars[w]);
-                if r != w {
-                    desc = desc.reads(&vars[r]);
-                }
-                engine
-                    .push(desc, move |_| {
-                        if r != w {
-                            let seen = log[r].lock().unwrap().len();
-                            assert_eq!(seen, expect_read, "op {i} read var {r} too early or late");
-                        }
-                        log[w].lock().unwrap().push(i);
-                        Ok(())
-                    })
-                    .unwrap();
-                pushed_writes[w] += 1;
-            }
+                ((seed >> 33) as usize % VARS, (seed >> 45) as usize % VARS)
+            });
             go.send(()).unwrap();
             engine
                 .wait_for_all()
                 .unwrap_or_else(|e| panic!("{limit:?} round {round}: {e}"));
-            for (k, v) in vars.iter().enumerate() {
-                let log = written[k].lock().unwrap();
-                assert_eq!(log.len(), pushed_writes[k], "{limit:?} round {round}");
-                assert_eq!(v.version(), 1 + log.len() as u64, "{limit:?} round {round}");
-                assert!(
-                    log.windows(2).all(|p| p[0] < p[1]),
-                    "{limit:?} round {round}: var {k} written out of push order"
-                );
-            }
+            check_steps(
+                &vars,
+                &written,
+                &pushed_writes,
+                1,
+                &format!("{limit:?} round {round}"),
+            );
         }
     }
 }
@@ -624,8 +601,7 @@ fn ops_run_the_same_under_every_lead_limit() {
             }
             let engine = builder.build().unwrap();
             let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
-            let written: Arc<Vec<Mutex<Vec<usize>>>> =
-                Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
+            let written: WriteLogs = Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
             let (go, wait) = std::sync::mpsc::channel::<()>();
             if held {
                 engine
@@ -636,51 +612,82 @@ fn ops_run_the_same_under_every_lead_limit() {
                     .unwrap();
             }
             let mut seed = 0x2545_f491_4f6c_dd1du64;
-            let mut pushed_writes = [0usize; VARS];
-            for i in 0..OPS {
+            let pushed_writes = push_checked_steps(&engine, &vars, &written, OPS, || {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
-                let w = (seed % VARS as u64) as usize;
-                let r = ((seed >> 20) % VARS as u64) as usize;
-                let expect_read = pushed_writes[r];
-                let log = written.clone();
-                let mut desc = OpDesc::new("step").writes(&vars[w]);
-                if r != w {
-                    desc = desc.reads(&vars[r]);
-                }
-                engine
-                    .push(desc, move |_| {
-                        if r != w {
-                            let seen = log[r].lock().unwrap().len();
-                            assert_eq!(seen, expect_read, "op {i} read var {r} too early or late");
-                        }
-                        log[w].lock().unwrap().push(i);
-                        Ok(())
-                    })
-                    .unwrap();
-                pushed_writes[w] += 1;
-            }
+                (
+                    (seed % VARS as u64) as usize,
+                    ((seed >> 20) % VARS as u64) as usize,
+                )
+            });
             if held {
                 go.send(()).unwrap();
             }
             engine
                 .wait_for_all()
                 .unwrap_or_else(|e| panic!("{limit:?} held {held}: {e}"));
-            for (k, v) in vars.iter().enumerate() {
-                let log = written[k].lock().unwrap();
-                assert_eq!(log.len(), pushed_writes[k], "{limit:?} held {held}");
-                assert_eq!(
-                    v.version(),
-                    u64::from(held) + log.len() as u64,
-                    "{limit:?} held {held}"
-                );
-                assert!(
-                    log.windows(2).all(|p| p[0] < p[1]),
-                    "{limit:?} held {held}: var {k} written out of push order"
-                );
-            }
+            check_steps(
+                &vars,
+                &written,
+                &pushed_writes,
+                u64::from(held),
+                &format!("{limit:?} held {held}"),
+            );
         }
+    }
+}
+
+/// Per var, the ops that wrote it, in the order they ran.
+type WriteLogs = Arc<Vec<Mutex<Vec<usize>>>>;
+
+/// Pushes `ops` steps: step i writes var `w` and reads var `r`, for `(w,
+/// r)` from `next`, checks in its body that it reads as many writes of
+/// `r` as a serial run would have, and logs itself under `w`. Returns the
+/// writes pushed per var.
+fn push_checked_steps(
+    engine: &Engine,
+    vars: &[Var],
+    written: &WriteLogs,
+    ops: usize,
+    mut next: impl FnMut() -> (usize, usize),
+) -> Vec<usize> {
+    let mut pushed_writes = vec![0usize; vars.len()];
+    for i in 0..ops {
+        let (w, r) = next();
+        let expect_read = pushed_writes[r];
+        let log = written.clone();
+        let mut desc = OpDesc::new("step").writes(&vars[w]);
+        if r != w {
+            desc = desc.reads(&vars[r]);
+        }
+        engine
+            .push(desc, move |_| {
+                if r != w {
+                    let seen = log[r].lock().unwrap().len();
+                    assert_eq!(seen, expect_read, "op {i} read var {r} too early or late");
+                }
+                log[w].lock().unwrap().push(i);
+                Ok(())
+            })
+            .unwrap();
+        pushed_writes[w] += 1;
+    }
+    pushed_writes
+}
+
+/// After [`push_checked_steps`] and a wait for all: every step ran once,
+/// each var's writes in push order, and its version counts them and
+/// `extra` writes besides.
+fn check_steps(vars: &[Var], written: &WriteLogs, pushed_writes: &[usize], extra: u64, what: &str) {
+    for (k, v) in vars.iter().enumerate() {
+        let log = written[k].lock().unwrap();
+        assert_eq!(log.len(), pushed_writes[k], "{what}");
+        assert_eq!(v.version(), extra + log.len() as u64, "{what}");
+        assert!(
+            log.windows(2).all(|p| p[0] < p[1]),
+            "{what}: var {k} written out of push order"
+        );
     }
 }
 

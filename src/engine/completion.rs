@@ -131,3 +131,17 @@ impl fmt::Debug for Completion {
             .finish()
     }
 }
+
+/// Pushes an async op that writes `var` and returns its completion: the
+/// op, and every op queued behind it on `var`, waits until the caller
+/// consumes it. For tests that need ops which cannot complete yet.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn held_op(engine: &super::Engine, var: &super::Var) -> Completion {
+    let (tx, rx) = std::sync::mpsc::channel();
+    engine
+        .push_async(super::OpDesc::new("held").writes(var), move |_, done| {
+            tx.send(done).expect("the test waits for the completion");
+        })
+        .expect("a held op is pushed");
+    rx.recv().expect("the held op runs")
+}

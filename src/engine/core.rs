@@ -1466,22 +1466,16 @@ mod failure_count_tests {
 /// length of its next spin (`wait_spin.rs`).
 #[cfg(all(test, not(loom)))]
 mod wait_spin_wiring {
+    use crate::engine::completion::held_op;
     use crate::engine::wait_spin::{last_wait, SPIN_BASE};
-    use crate::engine::{Engine, OpDesc};
+    use crate::engine::Engine;
     use std::sync::atomic::Ordering;
-    use std::sync::mpsc;
 
     #[test]
     fn a_wait_for_all_that_parked_records_at_least_its_spin() {
         let engine = Engine::builder().cpu_workers(1).build().unwrap();
         let x = engine.new_var();
-        let (tx, rx) = mpsc::channel();
-        engine
-            .push_async(OpDesc::new("held").writes(&x), move |_, done| {
-                tx.send(done).unwrap();
-            })
-            .unwrap();
-        let done = rx.recv().unwrap();
+        let done = held_op(&engine, &x);
         std::thread::scope(|s| {
             let waiter = s.spawn(|| {
                 assert_eq!(last_wait(), None);

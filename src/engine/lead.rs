@@ -320,8 +320,7 @@ mod tests {
 /// the push that finds it passed.
 #[cfg(test)]
 mod wiring {
-    use std::sync::mpsc;
-
+    use crate::engine::completion::held_op;
     use crate::engine::{Engine, EngineKind, OpDesc, DEFAULT_LEAD_PER_WORKER};
 
     #[test]
@@ -343,24 +342,25 @@ mod wiring {
             .limited());
     }
 
-    /// Ops queued behind an async op that the pushing thread completes
-    /// itself, past the limit: the pushes find no completion, stop
-    /// waiting, and the thread goes on to complete the op.
-    #[test]
-    fn a_push_past_the_limit_waits_only_while_ops_complete() {
+    /// One worker, a lead of 64 ops, and var `x` held by an async op
+    /// until the returned completion is consumed.
+    fn held_behind_a_small_lead() -> (Engine, crate::Var, crate::Completion) {
         let engine = Engine::builder()
             .cpu_workers(1)
             .max_lead(64)
             .build()
             .unwrap();
         let x = engine.new_var();
-        let (tx, rx) = mpsc::channel();
-        engine
-            .push_async(OpDesc::new("held").writes(&x), move |_, done| {
-                tx.send(done).unwrap();
-            })
-            .unwrap();
-        let done = rx.recv().unwrap();
+        let done = held_op(&engine, &x);
+        (engine, x, done)
+    }
+
+    /// Ops queued behind an async op that the pushing thread completes
+    /// itself, past the limit: the pushes find no completion, stop
+    /// waiting, and the thread goes on to complete the op.
+    #[test]
+    fn a_push_past_the_limit_waits_only_while_ops_complete() {
+        let (engine, x, done) = held_behind_a_small_lead();
         for _ in 0..1000 {
             engine
                 .push(OpDesc::new("after").writes(&x), |_| Ok(()))
@@ -376,19 +376,7 @@ mod wiring {
 
     #[test]
     fn ops_pushed_from_an_op_never_wait() {
-        let engine = Engine::builder()
-            .cpu_workers(1)
-            .max_lead(64)
-            .build()
-            .unwrap();
-        let x = engine.new_var();
-        let (tx, rx) = mpsc::channel();
-        engine
-            .push_async(OpDesc::new("held").writes(&x), move |_, done| {
-                tx.send(done).unwrap();
-            })
-            .unwrap();
-        let done = rx.recv().unwrap();
+        let (engine, x, done) = held_behind_a_small_lead();
         let inner = engine.clone();
         let y = engine.new_var();
         let x2 = x.clone();
