@@ -342,8 +342,8 @@ impl EngineBuilder {
     /// the queues of its vars. A million ops ahead, that is some 200 MB,
     /// and every op's block comes back from memory when a worker gets to it:
     /// on the 2-core sandbox a million 1 µs ops over 10,000 vars
-    /// (`random`) took 1,620–1,700 ns per op at one worker unbounded and
-    /// about 1,250 with the default (BENCHMARKS.md, "The pushing thread's
+    /// (`random`) took 1,520–1,600 ns per op at one worker unbounded and
+    /// 1,205–1,230 with the default (BENCHMARKS.md, "The pushing thread's
     /// lead").
     ///
     /// The push that finds the limit passed (the engine looks every 256

@@ -1090,8 +1090,7 @@ impl Core {
     }
 
     pub(crate) fn pending(&self) -> usize {
-        let c = self.completed.sum();
-        let p = self.pushed.load(Ordering::SeqCst);
+        let (p, c) = self.counts();
         p.saturating_sub(c) as usize
     }
 

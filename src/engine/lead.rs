@@ -11,10 +11,10 @@
 //! grants it, comes from memory when a worker gets to it, and what the
 //! pusher wrote there has long left its core too. On the 2-core sandbox the
 //! full-size `random` (a million ops over 10,000 vars) with 1 µs bodies took
-//! 1,620–1,700 ns per op at one worker, against 1,300 at 20,000 ops, and
-//! 1,150–1,260 with the lead held to 1,024–4,096 ops; the empty `random` at
-//! two workers 290–330 against 160–175 (BENCHMARKS.md, "The pushing
-//! thread's lead").
+//! 1,520–1,600 ns per op at one worker, against 1,300 at 20,000 ops, and
+//! 1,205–1,230 with the lead held to 4,096 ops; the empty `random` at two
+//! workers 270–290 against 170–190 (BENCHMARKS.md, "The pushing thread's
+//! lead").
 //!
 //! # Rule
 //!
