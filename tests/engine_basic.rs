@@ -554,13 +554,7 @@ fn ops_run_the_same_under_every_queue_buffer_limit() {
             let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
             // Per var: the ops that wrote it, in the order they ran.
             let written: WriteLogs = Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
-            let (go, wait) = std::sync::mpsc::channel::<()>();
-            engine
-                .push(OpDesc::new("hold").writes(&vars[..]), move |_| {
-                    wait.recv().expect("sent after the pushes");
-                    Ok(())
-                })
-                .unwrap();
+            let go = hold_all(&engine, &vars);
             let pushed_writes = push_checked_steps(&engine, &vars, &written, OPS, || {
                 seed = seed
                     .wrapping_mul(6364136223846793005)
@@ -568,10 +562,8 @@ fn ops_run_the_same_under_every_queue_buffer_limit() {
                 ((seed >> 33) as usize % VARS, (seed >> 45) as usize % VARS)
             });
             go.send(()).unwrap();
-            engine
-                .wait_for_all()
-                .unwrap_or_else(|e| panic!("{limit:?} round {round}: {e}"));
             check_steps(
+                &engine,
                 &vars,
                 &written,
                 &pushed_writes,
@@ -602,15 +594,7 @@ fn ops_run_the_same_under_every_lead_limit() {
             let engine = builder.build().unwrap();
             let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
             let written: WriteLogs = Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
-            let (go, wait) = std::sync::mpsc::channel::<()>();
-            if held {
-                engine
-                    .push(OpDesc::new("hold").writes(&vars[..]), move |_| {
-                        wait.recv().expect("sent after the pushes");
-                        Ok(())
-                    })
-                    .unwrap();
-            }
+            let go = held.then(|| hold_all(&engine, &vars));
             let mut seed = 0x2545_f491_4f6c_dd1du64;
             let pushed_writes = push_checked_steps(&engine, &vars, &written, OPS, || {
                 seed ^= seed << 13;
@@ -621,13 +605,11 @@ fn ops_run_the_same_under_every_lead_limit() {
                     ((seed >> 20) % VARS as u64) as usize,
                 )
             });
-            if held {
+            if let Some(go) = go {
                 go.send(()).unwrap();
             }
-            engine
-                .wait_for_all()
-                .unwrap_or_else(|e| panic!("{limit:?} held {held}: {e}"));
             check_steps(
+                &engine,
                 &vars,
                 &written,
                 &pushed_writes,
@@ -636,6 +618,19 @@ fn ops_run_the_same_under_every_lead_limit() {
             );
         }
     }
+}
+
+/// Pushes an op that writes every var of `vars` and runs until the
+/// returned sender sends: the ops pushed on them meanwhile all queue.
+fn hold_all(engine: &Engine, vars: &[Var]) -> std::sync::mpsc::Sender<()> {
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    engine
+        .push(OpDesc::new("hold").writes(vars), move |_| {
+            wait.recv().expect("sent after the pushes");
+            Ok(())
+        })
+        .unwrap();
+    go
 }
 
 /// Per var, the ops that wrote it, in the order they ran.
@@ -676,10 +671,20 @@ fn push_checked_steps(
     pushed_writes
 }
 
-/// After [`push_checked_steps`] and a wait for all: every step ran once,
-/// each var's writes in push order, and its version counts them and
-/// `extra` writes besides.
-fn check_steps(vars: &[Var], written: &WriteLogs, pushed_writes: &[usize], extra: u64, what: &str) {
+/// After [`push_checked_steps`], waits for all, then checks that every
+/// step ran once, each var's writes in push order, and that its version
+/// counts them and `extra` writes besides.
+fn check_steps(
+    engine: &Engine,
+    vars: &[Var],
+    written: &WriteLogs,
+    pushed_writes: &[usize],
+    extra: u64,
+    what: &str,
+) {
+    engine
+        .wait_for_all()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
     for (k, v) in vars.iter().enumerate() {
         let log = written[k].lock().unwrap();
         assert_eq!(log.len(), pushed_writes[k], "{what}");
