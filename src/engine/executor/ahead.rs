@@ -116,6 +116,12 @@ mod loom_models {
         _bytes: [u8; 64],
     }
 
+    /// What the op's earlier holder wrote, shared with the thief.
+    struct State(UnsafeCell<u32>);
+    // SAFETY: shared only to let loom check that the slot orders the
+    // owner's write before the taker's read (it reports a race otherwise).
+    unsafe impl Sync for State {}
+
     #[test]
     fn a_held_op_goes_to_exactly_one_taker_which_sees_its_state() {
         model(|| {
@@ -123,7 +129,7 @@ mod loom_models {
             let op = |k: usize| OpPtr(NonNull::from(&blocks[k]).cast::<OpBlock>());
             let (a, b) = (op(0), op(1));
             // What the op's earlier holder wrote: the taker must see it.
-            let state = Arc::new(UnsafeCell::new(0u32));
+            let state = Arc::new(State(UnsafeCell::new(0u32)));
             let ahead = Arc::new(Ahead::new());
             let local = Worker::new_fifo();
             local.push(a);
@@ -135,13 +141,13 @@ mod loom_models {
                     if got.is_some() {
                         // SAFETY: the owner wrote it before holding the
                         // op; taking the op makes this thread its holder.
-                        assert_eq!(state.with(|s| unsafe { *s }), 7);
+                        assert_eq!(state.0.with(|s| unsafe { *s }), 7);
                     }
                     got.map(|o| o.0.as_ptr() as usize)
                 })
             };
             // SAFETY: no other thread reads it before the op is held.
-            state.with_mut(|s| unsafe { *s = 7 });
+            state.0.with_mut(|s| unsafe { *s = 7 });
             ahead.fill(&local);
             let mine = ahead.take().map(|o| o.0.as_ptr() as usize);
             let theirs = thief.join().unwrap();
