@@ -761,3 +761,73 @@ fn a_read_and_a_write_racing_for_an_idle_var_take_one_order() {
 fn a_read_and_a_write_racing_for_a_fresh_var_take_one_order() {
     race_a_read_and_a_write_for_an_idle_var(0);
 }
+
+/// A pooled engine with one CPU worker (and its one IO worker).
+fn pooled_one_worker() -> Engine {
+    Engine::builder()
+        .kind(EngineKind::Pooled)
+        .cpu_workers(1)
+        .copy_workers(1)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn wait_for_all_wakes_when_a_pool_worker_completes_the_last_op() {
+    // The worker completes both writes; the first one's completion makes
+    // the second ready, the second's leaves the wake-up of the waiter to
+    // the worker's loop, once it finds no op to run. A lost wake-up would
+    // leave the waiter parked for good: loom reports the deadlock.
+    model(|| {
+        let engine = pooled_one_worker();
+        let v = engine.new_var();
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2 {
+            let r = ran.clone();
+            engine
+                .push(OpDesc::new("w").writes(&v), move |_| {
+                    r.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                })
+                .unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), 2);
+    });
+}
+
+#[test]
+fn wait_for_all_wakes_whichever_of_a_worker_and_another_thread_completes_last() {
+    // One op completes on the pool worker (its wake-up left to the
+    // worker's loop), an async one on a thread of the program's own (which
+    // looks at once); either may be the last.
+    model(|| {
+        let engine = pooled_one_worker();
+        let (a, b) = (engine.new_var(), engine.new_var());
+        let slot = Arc::new(Mutex::new(None));
+        let s = slot.clone();
+        engine
+            .push_async(OpDesc::new("handed over").writes(&a), move |_, done| {
+                *s.lock().unwrap() = Some(done);
+            })
+            .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        engine
+            .push(OpDesc::new("plain").writes(&b), move |_| {
+                r.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+            .unwrap();
+        let completer = thread::spawn(move || loop {
+            let done = slot.lock().unwrap().take();
+            match done {
+                Some(done) => break done.done(),
+                None => thread::yield_now(),
+            }
+        });
+        engine.wait_for_all().unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), 1);
+        completer.join().unwrap();
+    });
+}

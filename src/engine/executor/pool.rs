@@ -356,6 +356,7 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
     let mut next: Option<OpPtr> = None;
     let ahead = &*shared.ahead[index];
     PusherQueues::mark_worker_thread();
+    core.mark_own_worker();
     loop {
         // The op held ahead comes before the queues, as the next slot's
         // does and under its rule; and before a search in any case: a
@@ -365,15 +366,21 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
             Some(op) => op,
             None => match shared.find(&local, index).or_else(|| ahead.take()) {
                 Some(op) => op,
-                None => match search(&core, &shared, &local, index) {
-                    Some(op) => op,
-                    None => {
-                        if shared.shutdown.load(Ordering::SeqCst) && !shared.has_work() {
-                            return;
+                None => {
+                    // This thread's completions left the wake-up of a
+                    // `wait_for_all` to here: with no op to run, the last
+                    // of them may have emptied the engine.
+                    core.wake_if_idle();
+                    match search(&core, &shared, &local, index) {
+                        Some(op) => op,
+                        None => {
+                            if shared.shutdown.load(Ordering::SeqCst) && !shared.has_work() {
+                                return;
+                            }
+                            continue;
                         }
-                        continue;
                     }
-                },
+                }
             },
         };
         ahead.fill(&local);
