@@ -783,13 +783,8 @@ fn wait_for_all_wakes_when_a_pool_worker_completes_the_last_op() {
         let v = engine.new_var();
         let ran = Arc::new(AtomicUsize::new(0));
         for _ in 0..2 {
-            let r = ran.clone();
-            engine
-                .push(OpDesc::new("w").writes(&v), move |_| {
-                    r.fetch_add(1, Ordering::Relaxed);
-                    Ok(())
-                })
-                .unwrap();
+            let desc = OpDesc::new("w").writes(&v);
+            engine.push(desc, bump(ran.clone())).unwrap();
         }
         engine.wait_for_all().unwrap();
         assert_eq!(ran.load(Ordering::Relaxed), 2);
@@ -804,21 +799,10 @@ fn wait_for_all_wakes_whichever_of_a_worker_and_another_thread_completes_last() 
     model(|| {
         let engine = pooled_one_worker();
         let (a, b) = (engine.new_var(), engine.new_var());
-        let slot = Arc::new(Mutex::new(None));
-        let s = slot.clone();
-        engine
-            .push_async(OpDesc::new("handed over").writes(&a), move |_, done| {
-                *s.lock().unwrap() = Some(done);
-            })
-            .unwrap();
+        let slot = parked_write(&engine, &a);
         let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
-        engine
-            .push(OpDesc::new("plain").writes(&b), move |_| {
-                r.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            })
-            .unwrap();
+        let desc = OpDesc::new("plain").writes(&b);
+        engine.push(desc, bump(ran.clone())).unwrap();
         let completer = thread::spawn(move || loop {
             let done = slot.lock().unwrap().take();
             match done {
