@@ -552,22 +552,18 @@ fn ops_run_the_same_under_every_queue_buffer_limit() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         for round in 0..4 {
             let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
-            // Per var: the ops that wrote it, in the order they ran.
-            let written: WriteLogs = Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
             let go = hold_all(&engine, &vars);
-            let pushed_writes = push_checked_steps(&engine, &vars, &written, OPS, || {
+            let steps = push_checked_steps(&engine, &vars, OPS, || {
                 seed = seed
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 ((seed >> 33) as usize % VARS, (seed >> 45) as usize % VARS)
             });
-            go.send(()).unwrap();
             check_steps(
                 &engine,
                 &vars,
-                &written,
-                &pushed_writes,
-                1,
+                steps,
+                Some(go),
                 &format!("{limit:?} round {round}"),
             );
         }
@@ -593,10 +589,9 @@ fn ops_run_the_same_under_every_lead_limit() {
             }
             let engine = builder.build().unwrap();
             let vars: Vec<_> = (0..VARS).map(|_| engine.new_var()).collect();
-            let written: WriteLogs = Arc::new((0..VARS).map(|_| Mutex::new(Vec::new())).collect());
             let go = held.then(|| hold_all(&engine, &vars));
             let mut seed = 0x2545_f491_4f6c_dd1du64;
-            let pushed_writes = push_checked_steps(&engine, &vars, &written, OPS, || {
+            let steps = push_checked_steps(&engine, &vars, OPS, || {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
@@ -605,17 +600,7 @@ fn ops_run_the_same_under_every_lead_limit() {
                     ((seed >> 20) % VARS as u64) as usize,
                 )
             });
-            if let Some(go) = go {
-                go.send(()).unwrap();
-            }
-            check_steps(
-                &engine,
-                &vars,
-                &written,
-                &pushed_writes,
-                u64::from(held),
-                &format!("{limit:?} held {held}"),
-            );
+            check_steps(&engine, &vars, steps, go, &format!("{limit:?} held {held}"));
         }
     }
 }
@@ -633,20 +618,24 @@ fn hold_all(engine: &Engine, vars: &[Var]) -> std::sync::mpsc::Sender<()> {
     go
 }
 
-/// Per var, the ops that wrote it, in the order they ran.
-type WriteLogs = Arc<Vec<Mutex<Vec<usize>>>>;
+/// What [`push_checked_steps`] pushed, for [`check_steps`].
+struct Steps {
+    /// Per var, the steps that wrote it, in the order they ran.
+    written: Arc<Vec<Mutex<Vec<usize>>>>,
+    /// Per var, the writes pushed.
+    pushed_writes: Vec<usize>,
+}
 
 /// Pushes `ops` steps: step i writes var `w` and reads var `r`, for `(w,
 /// r)` from `next`, checks in its body that it reads as many writes of
-/// `r` as a serial run would have, and logs itself under `w`. Returns the
-/// writes pushed per var.
+/// `r` as a serial run would have, and logs itself under `w`.
 fn push_checked_steps(
     engine: &Engine,
     vars: &[Var],
-    written: &WriteLogs,
     ops: usize,
     mut next: impl FnMut() -> (usize, usize),
-) -> Vec<usize> {
+) -> Steps {
+    let written: Arc<Vec<_>> = Arc::new(vars.iter().map(|_| Mutex::new(Vec::new())).collect());
     let mut pushed_writes = vec![0usize; vars.len()];
     for i in 0..ops {
         let (w, r) = next();
@@ -668,20 +657,31 @@ fn push_checked_steps(
             .unwrap();
         pushed_writes[w] += 1;
     }
-    pushed_writes
+    Steps {
+        written,
+        pushed_writes,
+    }
 }
 
-/// After [`push_checked_steps`], waits for all, then checks that every
-/// step ran once, each var's writes in push order, and that its version
-/// counts them and `extra` writes besides.
+/// After [`push_checked_steps`], lets the op of [`hold_all`] end if one
+/// holds the vars, waits for all, then checks that every step ran once,
+/// each var's writes in push order, and that its version counts them
+/// and the holding op's write besides.
 fn check_steps(
     engine: &Engine,
     vars: &[Var],
-    written: &WriteLogs,
-    pushed_writes: &[usize],
-    extra: u64,
+    steps: Steps,
+    held: Option<std::sync::mpsc::Sender<()>>,
     what: &str,
 ) {
+    let extra = u64::from(held.is_some());
+    if let Some(go) = held {
+        go.send(()).unwrap();
+    }
+    let Steps {
+        written,
+        pushed_writes,
+    } = steps;
     engine
         .wait_for_all()
         .unwrap_or_else(|e| panic!("{what}: {e}"));
