@@ -29,14 +29,15 @@
 //! a var it will write) must not keep it from doing it. Until the next
 //! completion comes, pushes do not wait at all.
 //!
-//! A wait naps in a `yield` while a CPU is to spare (fewer of the engine's
-//! workers awake than the machine has CPUs), where the pushing thread holds
-//! no CPU a worker needs. Where the awake workers hold every CPU it sleeps,
-//! first [`FIRST_NAP`], then as long as the workers need, at the rate they
-//! completed ops so far, to bring the pending ops down to half the limit
-//! (at most [`LONGEST_NAP`]): each time the pusher wakes it takes a CPU from
-//! a worker, and with 20 µs naps `fan` and `rwmix` with 1 µs bodies at
-//! 2 workers ran 10–25% slower than with no limit.
+//! A wait naps, first [`FIRST_NAP`], then as long as the workers need, at
+//! the rate they completed ops so far, to bring the pending ops down to half
+//! the limit (at most [`LONGEST_NAP`]), and looks at the counts when each
+//! nap is over. While a CPU is to spare (fewer of the engine's workers awake
+//! than the machine has CPUs) a nap is `yield`s, as the pushing thread then
+//! holds no CPU a worker needs; where the awake workers hold every CPU it
+//! sleeps: each time the pusher wakes it takes a CPU from a worker, and
+//! with 20 µs naps `fan` and `rwmix` with 1 µs bodies at 2 workers ran
+//! 10–25% slower than with no limit.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -189,13 +190,33 @@ fn next_nap(waited: Duration, ran: u64, left: u64) -> Duration {
     Duration::from_nanos(ns).clamp(FIRST_NAP, LONGEST_NAP)
 }
 
-/// A nap for a waiting pusher: a `yield` where a CPU is to spare, a sleep
-/// of `hint` where the awake workers hold them all.
+/// A nap for a waiting pusher: `yield`s for `hint` where a CPU is to
+/// spare, a sleep of `hint` where the awake workers hold them all.
+///
+/// Why `yield`s for all of `hint` rather than one: each look at the counts
+/// sums the completion counter's shards, pulling every worker's shard
+/// line from its core, and the worker's next completion misses on it.
+/// One look per `yield` was a look per op or two with 1 µs bodies at one
+/// worker (BENCHMARKS.md, "The lead's yields timed by the clock").
 pub(crate) fn nap(cpu_to_spare: bool, hint: Duration) {
     if cpu_to_spare {
-        std::thread::yield_now();
+        yield_for(hint, Instant::now, std::thread::yield_now);
     } else {
         std::thread::sleep(hint);
+    }
+}
+
+/// `yield`s until `span` has passed by the clock `now`, at least once;
+/// returns how many times.
+fn yield_for(span: Duration, now: impl Fn() -> Instant, mut yield_now: impl FnMut()) -> u32 {
+    let start = now();
+    let mut yields = 0;
+    loop {
+        yield_now();
+        yields += 1;
+        if now().duration_since(start) >= span {
+            return yields;
+        }
     }
 }
 
@@ -206,12 +227,11 @@ mod tests {
     use super::*;
 
     /// An engine whose workers complete `per_10us` ops every 10 µs, and a
-    /// clock that moves by each nap's length (a `yield` counts 10 µs).
+    /// clock that moves by each nap's length.
     struct Fake {
         pushed: u64,
         done: Cell<u64>,
         per_10us: u64,
-        yields: bool,
         naps: Cell<u32>,
         t0: Instant,
         elapsed: Cell<Duration>,
@@ -223,7 +243,6 @@ mod tests {
                 pushed,
                 done: Cell::new(done),
                 per_10us,
-                yields: false,
                 naps: Cell::new(0),
                 t0: Instant::now(),
                 elapsed: Cell::new(Duration::ZERO),
@@ -236,7 +255,7 @@ mod tests {
             (self.pushed, self.done.get())
         }
         fn nap(&self, hint: Duration) {
-            let d = if self.yields { TICK } else { hint };
+            let d = hint;
             assert!(!d.is_zero() && d <= LONGEST_NAP, "nap of {d:?}");
             self.naps.set(self.naps.get() + 1);
             self.elapsed.set(self.elapsed.get() + d);
@@ -247,8 +266,6 @@ mod tests {
             self.t0 + self.elapsed.get()
         }
     }
-
-    const TICK: Duration = Duration::from_micros(10);
 
     #[test]
     fn no_wait_within_the_limit_or_without_one() {
@@ -270,12 +287,17 @@ mod tests {
     }
 
     #[test]
-    fn a_yielding_wait_looks_after_every_yield() {
-        let mut f = Fake::new(1000, 0, 10);
-        f.yields = true;
-        assert!(Lead::new(800).hold(&f));
-        assert_eq!(f.done.get(), 600);
-        assert_eq!(f.naps.get(), 60);
+    fn a_yielding_nap_yields_until_its_time_is_up_and_looks_once() {
+        // A clock that moves 3 µs per yield: a 20 µs nap is 7 yields (21 µs),
+        // not one, and the wait's look at the counts comes after them.
+        let us = Duration::from_micros;
+        let t0 = Instant::now();
+        let clock = Cell::new(t0);
+        let tick = || clock.set(clock.get() + Duration::from_micros(3));
+        assert_eq!(yield_for(us(20), || clock.get(), tick), 7);
+        assert_eq!(clock.get() - t0, us(21));
+        // A nap of no time still yields once.
+        assert_eq!(yield_for(Duration::ZERO, || clock.get(), || {}), 1);
     }
 
     #[test]
