@@ -830,6 +830,27 @@ fn wait_for_all_wakes_whichever_of_a_worker_and_another_thread_completes_last() 
     });
 }
 
+/// Pushes a write of a new var, then a read of it with `property`, which
+/// sends the read to another pool than the write's; waits for all and
+/// returns what the read saw of the write (1 once it ended, 0 before).
+fn read_on_another_pool_after_a_write(engine: &Engine, property: Property) -> usize {
+    let v = engine.new_var();
+    let data = Arc::new(AtomicUsize::new(0));
+    let desc = OpDesc::new("write").writes(&v);
+    engine.push(desc, bump(data.clone())).unwrap();
+    let seen = Arc::new(AtomicUsize::new(usize::MAX));
+    let s = seen.clone();
+    let desc = OpDesc::new("read").reads(&v).property(property);
+    engine
+        .push(desc, move |_| {
+            s.store(data.load(Ordering::Relaxed), Ordering::Relaxed);
+            Ok(())
+        })
+        .unwrap();
+    engine.wait_for_all().unwrap();
+    seen.load(Ordering::Relaxed)
+}
+
 #[test]
 fn an_op_made_ready_for_the_other_pool_wakes_its_worker_and_sees_the_write() {
     // The write runs on the compute pool's worker; its completion makes
@@ -839,27 +860,8 @@ fn an_op_made_ready_for_the_other_pool_wakes_its_worker_and_sees_the_write() {
     // loom; a copy run before the write ended would see 0.
     model(|| {
         let engine = pooled_one_worker();
-        let v = engine.new_var();
-        let data = Arc::new(AtomicUsize::new(0));
-        let desc = OpDesc::new("write").writes(&v);
-        engine.push(desc, bump(data.clone())).unwrap();
-        let seen = Arc::new(AtomicUsize::new(usize::MAX));
-        let (d, s) = (data.clone(), seen.clone());
-        let desc = OpDesc::new("copy")
-            .reads(&v)
-            .property(Property::CopyToDevice);
-        engine
-            .push(desc, move |_| {
-                s.store(d.load(Ordering::Relaxed), Ordering::Relaxed);
-                Ok(())
-            })
-            .unwrap();
-        engine.wait_for_all().unwrap();
-        assert_eq!(
-            seen.load(Ordering::Relaxed),
-            1,
-            "the copy ran before the write ended"
-        );
+        let seen = read_on_another_pool_after_a_write(&engine, Property::CopyToDevice);
+        assert_eq!(seen, 1, "the copy ran before the write ended");
     });
 }
 
@@ -878,26 +880,7 @@ fn a_prioritized_op_after_a_write_runs_on_the_priority_pool_after_it() {
             .copy_workers(1)
             .build()
             .unwrap();
-        let v = engine.new_var();
-        let data = Arc::new(AtomicUsize::new(0));
-        let desc = OpDesc::new("write").writes(&v);
-        engine.push(desc, bump(data.clone())).unwrap();
-        let seen = Arc::new(AtomicUsize::new(usize::MAX));
-        let (d, s) = (data.clone(), seen.clone());
-        let desc = OpDesc::new("prioritized")
-            .reads(&v)
-            .property(Property::CpuPrioritized);
-        engine
-            .push(desc, move |_| {
-                s.store(d.load(Ordering::Relaxed), Ordering::Relaxed);
-                Ok(())
-            })
-            .unwrap();
-        engine.wait_for_all().unwrap();
-        assert_eq!(
-            seen.load(Ordering::Relaxed),
-            1,
-            "the read ran before the write ended"
-        );
+        let seen = read_on_another_pool_after_a_write(&engine, Property::CpuPrioritized);
+        assert_eq!(seen, 1, "the read ran before the write ended");
     });
 }
