@@ -6,7 +6,7 @@
 //! with helping the wait returns; without, the held op gives up after a
 //! minute and fails, and the test with it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
@@ -356,4 +356,51 @@ fn pushes_far_ahead_with_nothing_queued_do_not_wait() {
     engine.wait_for_all().unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 3000);
     assert!(vars.iter().all(|v| v.version() == 1));
+}
+
+#[test]
+fn a_helping_pusher_runs_queued_ops_while_the_lead_holds_its_pushes() {
+    // The only worker is held until the last push, so an op that runs
+    // before then runs on the pushing thread, and a push waits on the
+    // lead (64 pending; it looks every 256 pushes) before the last: the
+    // waiting push runs queued ops, as a wait for all does. Without that
+    // it naps, the held worker completes nothing, and none runs.
+    let engine = Engine::builder()
+        .kind(EngineKind::PerDevice)
+        .cpu_workers(1)
+        .help_while_waiting(true)
+        .max_lead(64)
+        .build()
+        .unwrap();
+    let release = hold_the_worker(&engine);
+    let pushing = Arc::new(AtomicBool::new(true));
+    let early = Arc::new(AtomicUsize::new(0));
+    let on_a_worker = Arc::new(AtomicUsize::new(0));
+    let vars: Vec<_> = (0..1000).map(|_| engine.new_var()).collect();
+    for v in &vars {
+        let (p, e, w) = (pushing.clone(), early.clone(), on_a_worker.clone());
+        engine
+            .push(OpDesc::new("op").writes(v), move |ctx| {
+                if p.load(Ordering::SeqCst) {
+                    e.fetch_add(1, Ordering::SeqCst);
+                    if ctx.worker().is_some() {
+                        w.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    pushing.store(false, Ordering::SeqCst);
+    release.send(()).unwrap();
+    engine.wait_for_all().unwrap();
+    assert!(
+        early.load(Ordering::SeqCst) > 0,
+        "no op ran while the pushes were held by the lead"
+    );
+    assert_eq!(
+        on_a_worker.load(Ordering::SeqCst),
+        0,
+        "the held worker ran an op"
+    );
 }

@@ -173,7 +173,9 @@ impl EngineBuilder {
     /// worker. Only ordinary ops it finds queued are taken (never a
     /// prioritized, copy or simulated-GPU op), and only while no op of
     /// positive priority is queued in that pool. A waiter that finds
-    /// nothing to run for a short while blocks as usual.
+    /// nothing to run for a short while blocks as usual. A push that waits
+    /// for the workers to catch up ([`EngineBuilder::max_lead`]) helps in
+    /// the same way.
     ///
     /// # Examples
     ///
@@ -351,8 +353,10 @@ impl EngineBuilder {
     /// not at all while no op completes: a wait that sees no completion
     /// for 0.5 ms ends, and pushes do not wait again until some op
     /// completes, so ops that wait for something only the pushing thread
-    /// will do (an async op it completes itself) cannot hold it. The
-    /// engine's own threads (ops that push ops) never wait. An op pushed
+    /// will do (an async op it completes itself) cannot hold it. With
+    /// [`EngineBuilder::help_while_waiting`] the waiting push runs queued
+    /// ops meanwhile. The engine's own threads (ops that push ops) never
+    /// wait. An op pushed
     /// while the lead is full, high-priority ones included, reaches the
     /// workers when the push that waits returns: set 0 where pushes must
     /// never wait, or where the ops that can run in parallel are pushed

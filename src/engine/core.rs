@@ -1054,11 +1054,19 @@ impl Core {
     /// Runs queued ordinary ops on the calling thread, which is not one of
     /// this engine's, until none is queued; returns how many it ran.
     fn help(&self) -> usize {
+        self.help_up_to(usize::MAX)
+    }
+
+    /// [`Core::help`], for at most `most` ops.
+    pub(crate) fn help_up_to(&self, most: usize) -> usize {
         let mut ran = 0;
         let Some(pool) = self.executor().helper_pool() else {
             return 0;
         };
-        while let Some(op) = pool.take_for_helper() {
+        while ran < most {
+            let Some(op) = pool.take_for_helper() else {
+                break;
+            };
             // Counted as running the pool's ops while it has some: a
             // searching worker then lingers for what its completions
             // make ready, as for another worker's (`linger.rs`). Op
