@@ -101,18 +101,44 @@ impl LeadProbe for LeadOf<'_> {
     }
 
     fn nap(&self, hint: Duration) {
-        // A pusher that helps while it waits (`help_while_waiting`) helps
-        // in this wait too, rather than leave its CPU idle: on 2 cores, one
-        // worker and a helping pusher ran 10 µs bodies at 1.2 threads'
-        // worth while the pusher napped here.
-        if self.0.config.wait_helps && self.0.help_up_to(HELP_BETWEEN_LOOKS) > 0 {
-            return;
+        if self.0.config.wait_helps {
+            self.help_or_nap(hint);
+        } else {
+            nap(self.0.cpu_to_spare(), hint);
         }
-        nap(self.0.cpu_to_spare(), hint);
     }
 
     fn now(&self) -> Instant {
         Instant::now()
+    }
+}
+
+impl LeadOf<'_> {
+    /// The nap of a pusher that helps while it waits
+    /// (`help_while_waiting`): it runs queued ops rather than leave its
+    /// CPU idle (on 2 cores, one worker and a helping pusher ran 10 µs
+    /// bodies at 1.2 threads' worth while the pusher napped here), and
+    /// while none is queued it looks for one after each `yield` until
+    /// `hint` is up: the op running elsewhere may release many at once
+    /// (a write before 63 reads on `rwmix`), which a whole nap would leave
+    /// to the workers alone. Where the awake workers hold every CPU it
+    /// sleeps, at most [`FIRST_NAP`].
+    fn help_or_nap(&self, hint: Duration) {
+        let core = self.0;
+        let start = Instant::now();
+        loop {
+            if core.help_up_to(HELP_BETWEEN_LOOKS) > 0 {
+                return;
+            }
+            if !core.cpu_to_spare() {
+                std::thread::sleep(hint.min(FIRST_NAP));
+                return;
+            }
+            std::thread::yield_now();
+            if start.elapsed() >= hint {
+                return;
+            }
+        }
     }
 }
 
