@@ -356,11 +356,10 @@ impl EngineBuilder {
     /// will do (an async op it completes itself) cannot hold it. With
     /// [`EngineBuilder::help_while_waiting`] the waiting push runs queued
     /// ops meanwhile. The engine's own threads (ops that push ops) never
-    /// wait. An op pushed
-    /// while the lead is full, high-priority ones included, reaches the
-    /// workers when the push that waits returns: set 0 where pushes must
-    /// never wait, or where the ops that can run in parallel are pushed
-    /// far apart.
+    /// wait. An op pushed while the lead is full, high-priority ones
+    /// included, reaches the workers when the push that waits returns: set
+    /// 0 where pushes must never wait, or where the ops that can run in
+    /// parallel are pushed far apart.
     ///
     /// # Examples
     ///

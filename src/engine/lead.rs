@@ -298,11 +298,10 @@ mod tests {
             (self.pushed, self.done.get())
         }
         fn nap(&self, hint: Duration) {
-            let d = hint;
-            assert!(!d.is_zero() && d <= LONGEST_NAP, "nap of {d:?}");
+            assert!(!hint.is_zero() && hint <= LONGEST_NAP, "nap of {hint:?}");
             self.naps.set(self.naps.get() + 1);
-            self.elapsed.set(self.elapsed.get() + d);
-            let ran = self.per_10us * (d.as_micros() as u64) / 10;
+            self.elapsed.set(self.elapsed.get() + hint);
+            let ran = self.per_10us * (hint.as_micros() as u64) / 10;
             self.done.set((self.done.get() + ran).min(self.pushed));
         }
         fn now(&self) -> Instant {
