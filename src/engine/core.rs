@@ -945,11 +945,10 @@ impl Core {
     /// No lost wake-up: the completer increments its shard, then (at once,
     /// or, on a pool worker, once the worker finds no op to run:
     /// `wake_if_idle`) reads `idle_waiters`, then checks `idle()` (all
-    /// SeqCst); the waiter
-    /// increments `idle_waiters`, then checks `idle()` under the lock. Either
-    /// the completer sees the waiter and notifies under the lock (the waiter
-    /// is then checking or already waiting), or the waiter's check comes
-    /// after the increment and sees it. Of the last completions, the one
+    /// SeqCst); the waiter increments `idle_waiters`, then checks `idle()`
+    /// under the lock. Either the completer sees the waiter and notifies
+    /// under the lock (the waiter is then checking or already waiting), or
+    /// the waiter's check comes after the increment and sees it. Of the last completions, the one
     /// whose increment comes last in the SeqCst order sees every other
     /// increment in its `idle()`, so some completer finds the engine idle.
     ///
