@@ -948,9 +948,10 @@ impl Core {
     /// SeqCst); the waiter increments `idle_waiters`, then checks `idle()`
     /// under the lock. Either the completer sees the waiter and notifies
     /// under the lock (the waiter is then checking or already waiting), or
-    /// the waiter's check comes after the increment and sees it. Of the last completions, the one
-    /// whose increment comes last in the SeqCst order sees every other
-    /// increment in its `idle()`, so some completer finds the engine idle.
+    /// the waiter's check comes after the increment and sees it. Of the
+    /// last completions, the one whose increment comes last in the SeqCst
+    /// order sees every other increment in its `idle()`, so some completer
+    /// finds the engine idle.
     ///
     /// With `help`, the caller first runs queued ops itself (see
     /// `EngineBuilder::help_while_waiting`), and again whenever its spin
