@@ -683,7 +683,7 @@ pub(crate) fn prefetch_block(block: *const OpBlock, intent: Intent) {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OpPtr(pub(crate) NonNull<OpBlock>);
 
-// SAFETY: an `OpPtr` is only a name for a block; the protocol in `core.rs`
+// SAFETY: an `OpPtr` is only a name for a block; the protocol in `core/`
 // guarantees that the mutable parts of the block are touched by one thread at a
 // time (the one that brought `wait` to zero), and `OpBlock`'s shared parts are
 // `Sync` data (atomics, read-only fields). Moving the pointer to another thread

@@ -177,7 +177,7 @@ pub(crate) type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 /// A helper that leaves while a node runs must be started again (an engine
 /// push, often a worker's wake-up) when that node releases its
 /// successors; in a fan of 100 readers behind 10 µs writers that cost a
-/// wake-up per writer. Waits spin about as long (`core.rs`).
+/// wake-up per writer. Waits spin about as long (`core/wait.rs`).
 #[cfg(not(loom))]
 const LINGER: std::time::Duration = std::time::Duration::from_micros(50);
 

@@ -498,7 +498,7 @@ impl FailedVars {
         debug_assert!(before > 0, "more failures cleared than recorded");
     }
 
-    /// The count itself, for the unit test in `core.rs` (not built under
+    /// The count itself, for the unit test in `core/wait.rs` (not built under
     /// loom, whose build would otherwise warn that this is unused).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn count(&self) -> usize {
