@@ -1,6 +1,6 @@
 //! Copying a pushed op's vars into its block: writes first, then the reads
-//! that are not also written, each part without duplicates (rule 2 of
-//! `PROTOCOL.md`), by the cheapest method for the list's length.
+//! that are not also written, each part without duplicates (rule 2 of the
+//! design notes), by the cheapest method for the list's length.
 
 use crate::engine::op::{OpBlock, VarList, VarVec};
 use crate::engine::var::VarSlot;
