@@ -177,6 +177,15 @@ impl EngineBuilder {
     /// for the workers to catch up ([`EngineBuilder::max_lead`]) helps in
     /// the same way.
     ///
+    /// Which is faster depends on the ops. On a 2-core machine, with a
+    /// million 1 µs ops pushed from one thread, one CPU worker and a
+    /// helping waiter took 6–14% less time than two workers and a pusher
+    /// that only pushes and waits on `fan`, `rwmix`, `random` and
+    /// `randsum` (ops that wait for one another), and 13% more on `indep`
+    /// (independent ops, which two workers drain while the pusher
+    /// pushes); `BENCHMARKS.md`, "Full size, every peer but MXNet and
+    /// StarPU, 1 and 2 workers, at acf277a".
+    ///
     /// # Examples
     ///
     /// ```
