@@ -244,6 +244,52 @@ fn pool_and_lead_limits_name_their_system() {
 }
 
 #[test]
+fn search_settings_name_their_system_and_bad_ones_are_refused() {
+    for (option, value, suffix) in [
+        ("--max-searching", "1", "-search1"),
+        ("--linger-us", "0", "-linger0"),
+        ("--linger-us", "400", "-linger400"),
+    ] {
+        let line = small_wavefront_with("30", option, value);
+        assert_eq!(
+            field(&line, "system"),
+            format!("depengine-per-device{suffix}")
+        );
+        assert_eq!(field(&line, "ops"), "900");
+    }
+    let line = result_line(&[
+        "--workload",
+        "indep",
+        "--ops",
+        "2000",
+        "--workers",
+        "2",
+        "--runs",
+        "1",
+        "--max-searching",
+        "2",
+        "--linger-through-pushes",
+    ]);
+    assert_eq!(
+        field(&line, "system"),
+        "depengine-per-device-search2-lingerpush"
+    );
+    assert_eq!(field(&line, "ops"), "2000");
+    let err = refused(&["--workload", "indep", "--ops", "10", "--max-searching", "0"]);
+    assert!(err.contains("max_searching"), "{err}");
+    let err = refused(&[
+        "--workload",
+        "indep",
+        "--ops",
+        "10",
+        "--linger-us",
+        "2000000",
+    ]);
+    assert!(err.contains("linger"), "{err}");
+    refused(&["--workload", "indep", "--linger-us", "50", "--ideal"]);
+}
+
+#[test]
 fn replay_runs_name_their_system_and_refuse_priority_and_roundtrip() {
     let line = result_line(&[
         "--workload",

@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use depengine::{Engine, EngineKind, OpDesc, OpError};
+use depengine::{Engine, EngineBuilder, EngineKind, OpDesc, OpError};
 
 /// Far longer than a searcher lingers (50 µs), so that the others sleep.
 const LONG_WRITE: Duration = Duration::from_millis(3);
@@ -101,5 +101,29 @@ fn a_lone_worker_and_a_helping_waiter_finish_every_round() {
             .build()
             .unwrap();
         long_write_then_readers(engine);
+    }
+}
+
+/// The search settings change when workers sleep, never whether they are
+/// woken: with one searcher, with no linger, and with a linger that
+/// outlasts the long write and goes on through pushes, every round still
+/// finishes in order.
+#[test]
+fn every_search_setting_still_wakes_the_workers_for_the_readers() {
+    type Tune = fn(EngineBuilder) -> EngineBuilder;
+    let tunings: [(&str, Tune); 3] = [
+        ("one searcher", |b| b.max_searching(1)),
+        ("no linger", |b| b.linger(Duration::ZERO)),
+        ("a long linger through pushes", |b| {
+            b.linger(Duration::from_millis(5))
+                .linger_through_pushes(true)
+        }),
+    ];
+    for (what, tune) in tunings {
+        for (kind, workers) in [(EngineKind::PerDevice, 4), (EngineKind::Pooled, 3)] {
+            eprintln!("{what}, {kind}, {workers} workers");
+            let builder = Engine::builder().kind(kind).cpu_workers(workers);
+            long_write_then_readers(tune(builder).build().unwrap());
+        }
     }
 }

@@ -30,6 +30,9 @@ struct Variant {
     /// A push runs queued ops when the workers' backlog is long
     /// (`help_while_pushing`).
     pushing: bool,
+    /// One searching worker at a time (`max_searching`), lingering through
+    /// pushes (`linger_through_pushes`) for up to 1 ms (`linger`).
+    searching_tuned: bool,
 }
 
 type BoxedBody = Box<dyn FnOnce(&OpCtx<'_>) -> OpResult + Send>;
@@ -51,14 +54,20 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
         helping,
         batched,
         pushing,
+        searching_tuned,
     } = variant;
-    let engine = Engine::builder()
+    let mut builder = Engine::builder()
         .kind(kind)
         .cpu_workers(workers)
         .help_while_waiting(helping)
-        .help_while_pushing(pushing)
-        .build()
-        .unwrap();
+        .help_while_pushing(pushing);
+    if searching_tuned {
+        builder = builder
+            .max_searching(1)
+            .linger(std::time::Duration::from_millis(1))
+            .linger_through_pushes(true);
+    }
+    let engine = builder.build().unwrap();
     let vars: Arc<Vec<Var>> = Arc::new((0..VARS).map(|_| engine.new_var()).collect());
     let holders: Arc<Vec<AtomicIsize>> = Arc::new((0..VARS).map(|_| AtomicIsize::new(0)).collect());
     let threads: Vec<_> = (0..PUSHERS)
@@ -255,6 +264,18 @@ fn stress_pooled_2_helping_pushing() {
         Variant {
             helping: true,
             pushing: true,
+            ..Variant::default()
+        },
+    );
+}
+
+#[test]
+fn stress_per_device_4_searching_tuned() {
+    stress_variant(
+        EngineKind::PerDevice,
+        4,
+        Variant {
+            searching_tuned: true,
             ..Variant::default()
         },
     );

@@ -3,10 +3,12 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::sync::cpu_count;
 
 use super::error::BuildError;
+use super::executor::search_config::{SearchConfig, MAX_LINGER};
 use super::Engine;
 
 /// Which executor runs ready ops.
@@ -59,6 +61,8 @@ pub(crate) struct EngineConfig {
     /// Most ops pending before a push from outside the engine waits
     /// (`lead.rs`); 0: no limit.
     pub(crate) max_lead: usize,
+    /// How the pools' idle workers look for work.
+    pub(crate) search: SearchConfig,
 }
 
 /// Default of [`EngineBuilder::pooled_op_blocks`].
@@ -106,6 +110,9 @@ pub struct EngineBuilder {
     pooled_op_blocks: Option<usize>,
     pooled_queue_entries: Option<usize>,
     max_lead: Option<usize>,
+    max_searching: Option<usize>,
+    linger: Option<Duration>,
+    linger_through_pushes: bool,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -387,6 +394,93 @@ impl EngineBuilder {
         self
     }
 
+    /// Most workers of a pool that look for work at the same time (default:
+    /// half the pool, at least one; a larger value counts as the whole
+    /// pool). The others sleep until a push or a completion wakes them.
+    ///
+    /// Every searcher polls the pool's queues, whose lines the threads
+    /// that queue ops must then take back: fewer searchers cost the
+    /// pushing thread less, more of them start the ops of a burst sooner,
+    /// without a wake-up. The default is what measured best on 2 and 16
+    /// cores (`BENCHMARKS.md`); a machine where the pushing thread is the
+    /// bottleneck may do better with fewer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().cpu_workers(4).max_searching(1).build().unwrap();
+    /// let vars: Vec<_> = (0..1000).map(|_| engine.new_var()).collect();
+    /// for v in &vars {
+    ///     engine.push(OpDesc::new("fill").writes(v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// assert!(vars.iter().all(|v| v.version() == 1));
+    /// ```
+    ///
+    /// [`EngineBuilder::build`] fails with [`BuildError::BadSetting`] for 0:
+    /// with nobody searching, every push would pay a wake-up.
+    pub fn max_searching(mut self, workers: usize) -> Self {
+        self.max_searching = Some(workers);
+        self
+    }
+
+    /// How long a worker that found no work keeps looking, past its
+    /// back-off of a few microseconds, before it sleeps (default
+    /// [`DEFAULT_LINGER`](crate::DEFAULT_LINGER), 50 µs; at most one
+    /// second; zero: it sleeps at once). It lingers only while another thread runs one of the pool's
+    /// ops, whose completion may bring work, and, unless
+    /// [`EngineBuilder::linger_through_pushes`], until an op is pushed; it
+    /// yields its CPU between looks.
+    ///
+    /// A sleeping worker is woken by a system call of the thread that
+    /// queues its next op, and its own scheduling again lies on that op's
+    /// path; a lingering one takes the op at once, but holds a CPU that
+    /// other threads may need. This is the trade an OpenMP runtime's
+    /// `GOMP_SPINCOUNT` or `OMP_WAIT_POLICY` sets.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder()
+    ///     .cpu_workers(2)
+    ///     .linger(Duration::from_micros(200))
+    ///     .build()
+    ///     .unwrap();
+    /// let v = engine.new_var();
+    /// engine.push(OpDesc::new("w").writes(&v), |_| Ok(())).unwrap();
+    /// engine.wait_for_all().unwrap();
+    /// assert_eq!(v.version(), 1);
+    /// ```
+    pub fn linger(mut self, d: Duration) -> Self {
+        self.linger = Some(d);
+        self
+    }
+
+    /// Lets a lingering worker ([`EngineBuilder::linger`]) keep looking
+    /// after an op is pushed. Off by default: a push that brings work wakes
+    /// a sleeper anyway, and where the pushing thread shares a CPU with the
+    /// workers (more threads than CPUs), the CPU is better spent pushing.
+    /// Where the pushing threads have CPUs of their own, lingering on may
+    /// spare pushes their wake-ups.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().cpu_workers(2).linger_through_pushes(true).build().unwrap();
+    /// let v = engine.new_var();
+    /// engine.push(OpDesc::new("w").writes(&v), |_| Ok(())).unwrap();
+    /// engine.wait_for_all().unwrap();
+    /// assert_eq!(v.version(), 1);
+    /// ```
+    pub fn linger_through_pushes(mut self, on: bool) -> Self {
+        self.linger_through_pushes = on;
+        self
+    }
+
     /// Fills the settings still unset from the process environment.
     ///
     /// # Errors
@@ -471,6 +565,21 @@ impl EngineBuilder {
                 why: "at most 1024 simulated devices",
             });
         }
+        if self.max_searching == Some(0) {
+            return Err(BuildError::BadSetting {
+                setting: "max_searching",
+                value: "0".to_string(),
+                why: "at least one worker must be allowed to search, or every push pays a wake-up",
+            });
+        }
+        let linger = self.linger.unwrap_or(super::DEFAULT_LINGER);
+        if linger > MAX_LINGER {
+            return Err(BuildError::BadSetting {
+                setting: "linger",
+                value: format!("{linger:?}"),
+                why: "at most one second: a lingering worker holds its CPU",
+            });
+        }
         let or = |n: usize, d: usize| if n == 0 { d } else { n };
         let kind = self.kind.unwrap_or_default();
         let cpu_workers = or(self.cpu_workers, cpu_count());
@@ -493,6 +602,11 @@ impl EngineBuilder {
                 .pooled_queue_entries
                 .unwrap_or(DEFAULT_POOLED_QUEUE_ENTRIES),
             max_lead,
+            search: SearchConfig {
+                max_searching: self.max_searching,
+                linger,
+                linger_through_pushes: self.linger_through_pushes,
+            },
         })
     }
 
@@ -505,5 +619,64 @@ impl EngineBuilder {
     pub fn build(self) -> Result<Engine, BuildError> {
         let config = self.resolve()?;
         Engine::start(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_settings_reach_the_config_and_default_to_the_measured_ones() {
+        let c = EngineBuilder::new().resolve().unwrap();
+        assert_eq!(c.search, SearchConfig::default());
+        assert_eq!(c.search.linger, super::super::DEFAULT_LINGER);
+        let c = EngineBuilder::new()
+            .max_searching(3)
+            .linger(Duration::ZERO)
+            .linger_through_pushes(true)
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            c.search,
+            SearchConfig {
+                max_searching: Some(3),
+                linger: Duration::ZERO,
+                linger_through_pushes: true,
+            }
+        );
+    }
+
+    #[test]
+    fn no_searcher_and_a_linger_past_a_second_are_errors_naming_the_setting() {
+        let err = EngineBuilder::new().max_searching(0).build().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BuildError::BadSetting {
+                    setting: "max_searching",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("max_searching"), "{err}");
+        let err = EngineBuilder::new()
+            .linger(Duration::from_millis(1500))
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BuildError::BadSetting {
+                    setting: "linger",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("1.5s"), "{err}");
+        // The bound itself is accepted.
+        assert!(EngineBuilder::new().linger(MAX_LINGER).resolve().is_ok());
     }
 }

@@ -108,6 +108,7 @@ pub use builder::{
 pub use completion::Completion;
 pub use diagnostics::{PendingOp, PendingReport, VarReport};
 pub use error::{BuildError, EngineError, Failure, FailureKind, OpError};
+pub use executor::search_config::DEFAULT_LINGER;
 pub use op::{Context, OpCtx, OpDesc, OpResult, Property, VarList};
 pub use operator::Operator;
 pub use replay::{PrivateAccess, PrivateVar, Replay, ReplayBuilder};

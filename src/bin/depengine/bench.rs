@@ -108,6 +108,21 @@ pub(crate) struct BenchArgs {
     /// worker; 0: no limit). Given, the line's system gets `-lead<N>`.
     #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
     max_lead: Option<usize>,
+    /// Most workers of a pool that look for work at once
+    /// (`EngineBuilder::max_searching`; default: the library's, half the
+    /// pool). Given, the line's system gets `-search<N>`.
+    #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
+    max_searching: Option<usize>,
+    /// How long, in µs, a worker that found no work keeps looking before
+    /// it sleeps (`EngineBuilder::linger`; default: the library's, 50 µs;
+    /// 0: it sleeps at once). Given, the line's system gets `-linger<US>`.
+    #[arg(long, value_name = "US", conflicts_with_all = ["dump_trace", "ideal"])]
+    linger_us: Option<u64>,
+    /// Lets a lingering worker keep looking after an op is pushed
+    /// (`EngineBuilder::linger_through_pushes`). The line's system gets
+    /// `-lingerpush`.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
+    linger_through_pushes: bool,
     /// Print what an engine with no overhead would do on `--workers`
     /// workers (list scheduling of the inferred graph, bodies only) as a
     /// line of system `ideal`, and exit: the yardstick for `efficiency`.
@@ -203,6 +218,13 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.max_lead {
         builder = builder.max_lead(n);
     }
+    if let Some(n) = args.max_searching {
+        builder = builder.max_searching(n);
+    }
+    if let Some(us) = args.linger_us {
+        builder = builder.linger(std::time::Duration::from_micros(us));
+    }
+    builder = builder.linger_through_pushes(args.linger_through_pushes);
     let mut engine = builder.build()?;
     // The naive executor runs every op on the thread that makes it ready,
     // and a serial scope on the thread that pushes it: the pushing thread
@@ -247,6 +269,15 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(n) = args.max_lead {
         system += &format!("-lead{n}");
+    }
+    if let Some(n) = args.max_searching {
+        system += &format!("-search{n}");
+    }
+    if let Some(us) = args.linger_us {
+        system += &format!("-linger{us}");
+    }
+    if args.linger_through_pushes {
+        system += "-lingerpush";
     }
 
     let mut ns = Vec::with_capacity(args.runs);

@@ -19,6 +19,7 @@ pub(crate) mod per_device;
 mod pool;
 pub(crate) mod pooled;
 mod pusher_queues;
+pub(crate) mod search_config;
 mod sleep;
 
 use pool::WorkerPool;

@@ -37,6 +37,7 @@ use super::ahead::Ahead;
 #[cfg(not(loom))]
 use super::linger::Linger;
 use super::pusher_queues::PusherQueues;
+use super::search_config::SearchConfig;
 use super::sleep::Sleep;
 
 /// Pools of at most this many workers give pushing threads queues of their
@@ -87,8 +88,12 @@ pub(crate) struct PoolShared {
     by_priority: bool,
     sleep: Sleep,
     shutdown: AtomicBool,
-    /// Workers that may spin for work at the same time: half the pool.
+    /// Workers that may spin for work at the same time: half the pool
+    /// unless set (`EngineBuilder::max_searching`).
     max_searching: usize,
+    /// How a searcher lingers (`linger.rs`).
+    #[cfg_attr(loom, allow(dead_code))]
+    search: SearchConfig,
     /// Threads outside the pool running its ops while they wait
     /// (`EngineBuilder::help_while_waiting`): their completions may bring
     /// work as a worker's do, so a searcher lingers for them too
@@ -98,9 +103,14 @@ pub(crate) struct PoolShared {
 }
 
 impl PoolShared {
-    /// The shared state of a pool of `workers` workers, and the workers'
-    /// own deques, whose stealers it holds.
-    fn new(name: &str, workers: usize, by_priority: bool) -> (PoolShared, Vec<Worker<OpPtr>>) {
+    /// The shared state of a pool of `workers` workers searching as
+    /// `search` says, and the workers' own deques, whose stealers it holds.
+    fn new(
+        name: &str,
+        workers: usize,
+        by_priority: bool,
+        search: SearchConfig,
+    ) -> (PoolShared, Vec<Worker<OpPtr>>) {
         let locals: Vec<Worker<OpPtr>> = (0..workers).map(|_| Worker::new_fifo()).collect();
         let shared = PoolShared {
             name: name.to_string(),
@@ -115,7 +125,8 @@ impl PoolShared {
             by_priority,
             sleep: Sleep::new(workers),
             shutdown: AtomicBool::new(false),
-            max_searching: (workers / 2).max(1),
+            max_searching: search.max_searching_in(workers),
+            search,
             helping: CachePadded::new(AtomicUsize::new(0)),
         };
         (shared, locals)
@@ -301,7 +312,8 @@ impl WorkerPool {
         workers: usize,
         by_priority: bool,
     ) -> Result<WorkerPool, EngineError> {
-        let (shared, locals) = PoolShared::new(name, workers.max(1), by_priority);
+        let (shared, locals) =
+            PoolShared::new(name, workers.max(1), by_priority, core.config.search);
         let shared = Arc::new(shared);
         let workers = locals.len();
         let pool = WorkerPool {
@@ -409,7 +421,7 @@ fn search(core: &Core, shared: &PoolShared, local: &Worker<OpPtr>, index: usize)
     }
     let mut backoff = Backoff::new();
     #[cfg(not(loom))]
-    let mut linger = Linger::new();
+    let mut linger = Linger::new(&shared.search);
     loop {
         if let Some(op) = shared.find(local, index) {
             shared.sleep.stop_searching();
@@ -467,7 +479,7 @@ mod tests {
     /// A pool's shared state without threads: `workers` workers that all
     /// count as asleep.
     fn asleep(workers: usize) -> PoolShared {
-        let (shared, _) = PoolShared::new("test", workers, false);
+        let (shared, _) = PoolShared::new("test", workers, false, SearchConfig::default());
         for w in 0..workers {
             shared.sleep.pretend_asleep(w);
         }
@@ -488,7 +500,7 @@ mod tests {
         shared.stop_helping();
         assert!(!shared.some_op_running());
         // A worker awake and not searching runs an op (or is about to).
-        let (awake, _) = PoolShared::new("test", 2, false);
+        let (awake, _) = PoolShared::new("test", 2, false, SearchConfig::default());
         assert!(awake.some_op_running());
     }
 
@@ -522,7 +534,7 @@ mod tests {
     #[test]
     fn a_worker_holds_an_op_ahead_only_while_its_deque_keeps_another() {
         let blocks = fakes(2);
-        let (shared, locals) = PoolShared::new("test", 2, false);
+        let (shared, locals) = PoolShared::new("test", 2, false, SearchConfig::default());
         locals[0].push(op(&blocks, 0));
         shared.ahead[0].fill(&locals[0]);
         assert!(shared.ahead[0].is_empty(), "a lone op stays stealable");
@@ -540,7 +552,7 @@ mod tests {
     /// and has filled its slot: it holds the first, its deque the second.
     fn one_held(workers: usize) -> (Vec<Fake>, PoolShared, Vec<Worker<OpPtr>>) {
         let blocks = fakes(2);
-        let (shared, locals) = PoolShared::new("test", workers, false);
+        let (shared, locals) = PoolShared::new("test", workers, false, SearchConfig::default());
         locals[0].push(op(&blocks, 0));
         locals[0].push(op(&blocks, 1));
         shared.ahead[0].fill(&locals[0]);
@@ -571,6 +583,28 @@ mod tests {
         assert!(shared.take_for_helper() == Some(op(&blocks, 0)));
         assert!(shared.take_for_helper().is_none());
         assert!(!shared.has_work());
+    }
+
+    #[test]
+    fn a_pool_lets_as_many_search_as_its_setting_says() {
+        let searchers = |max_searching: Option<usize>, workers: usize| {
+            let search = SearchConfig {
+                max_searching,
+                ..SearchConfig::default()
+            };
+            let (shared, _) = PoolShared::new("test", workers, false, search);
+            let mut n = 0;
+            while shared.sleep.try_start_searching(shared.max_searching) {
+                n += 1;
+                assert!(n <= workers, "more searchers than workers");
+            }
+            n
+        };
+        assert_eq!(searchers(None, 16), 8, "half the pool by default");
+        assert_eq!(searchers(None, 2), 1);
+        assert_eq!(searchers(Some(3), 16), 3);
+        assert_eq!(searchers(Some(1), 16), 1);
+        assert_eq!(searchers(Some(64), 16), 16, "at most the pool");
     }
 
     #[test]

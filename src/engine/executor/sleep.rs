@@ -10,8 +10,9 @@
 //! system call, and that is what keeps the per-op cost free of syscalls while
 //! work keeps coming.
 //!
-//! At most half of a pool's workers (at least one) search at a time; the
-//! others sleep. Idle workers that all spin on the same queue fight over
+//! At most half of a pool's workers (at least one; or as many as
+//! `EngineBuilder::max_searching` says) search at a time; the others
+//! sleep. Idle workers that all spin on the same queue fight over
 //! its cache lines with the thread that fills it; a worker that finds
 //! work after searching or after a wake-up, while more is queued, wakes
 //! another (two while the pool's FIFO holds more than one op, so that a
