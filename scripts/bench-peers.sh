@@ -55,6 +55,11 @@
 #                  (depengine-alt: $DEPENGINE_ALT run as depengine is, for an
 #                  A/B of two builds in one run; its ratio to depengine is the
 #                  A/B's result)
+#                  (depengine-tune-LABEL, any LABEL of letters, digits and
+#                  _: depengine run with the extra bench flags in $TUNE_LABEL,
+#                  e.g. SYSTEMS="depengine depengine-tune-s2"
+#                  TUNE_s2="--max-searching 2", for a sweep of the engine's
+#                  settings in one run; its ratio to depengine is the A/B's)
 #                  (depengine-replay: the trace captured as a Replay before
 #                  the clock starts, its vars private to the replay, then
 #                  pushed whole: the graph handed over, as oneTBB and rayon
@@ -229,6 +234,14 @@ for wl in $WORKLOADS; do
                 exit 2
               fi
               run "$tag" "$DEPENGINE_ALT" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device ;;
+            depengine-tune-*)
+              tune=TUNE_${sys#depengine-tune-}
+              if [[ ! $tune =~ ^TUNE_[A-Za-z0-9_]+$ || -z ${!tune:-} ]]; then
+                echo "SYSTEMS names $sys: set $tune to the bench flags it adds (letters, digits and _ in the label)" >&2
+                exit 2
+              fi
+              read -r -a tune_flags <<<"${!tune}"
+              run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device "${tune_flags[@]}" ;;
             depengine-batch)
               if [[ $wl == roundtrip ]]; then
                 echo "$tag unsupported" | emit
