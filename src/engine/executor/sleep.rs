@@ -446,6 +446,22 @@ mod loom_models {
     }
 
     #[test]
+    fn pushes_reach_every_worker_when_all_may_search() {
+        // `EngineBuilder::max_searching` set to the whole pool: a push
+        // that sees anybody searching wakes nobody, so each item must be
+        // found by a searcher or by the check a searcher makes on its way
+        // to sleep.
+        model(|| {
+            run_holding(3, |s, items| {
+                for _ in 0..3 {
+                    items.fetch_add(1, Ordering::SeqCst);
+                    s.notify();
+                }
+            })
+        });
+    }
+
+    #[test]
     fn a_burst_woken_once_reaches_every_worker() {
         // No worker may search, so all go to sleep; three items queued at
         // once and one wake-up: the woken worker must hand on (two
