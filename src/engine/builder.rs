@@ -401,9 +401,9 @@ impl EngineBuilder {
     /// Every searcher polls the pool's queues, whose lines the threads
     /// that queue ops must then take back: fewer searchers cost the
     /// pushing thread less, more of them start the ops of a burst sooner,
-    /// without a wake-up. The default is what measured best on 2 and 16
-    /// cores (`BENCHMARKS.md`); a machine where the pushing thread is the
-    /// bottleneck may do better with fewer.
+    /// without a wake-up. The default measured best of the values tried on
+    /// 2 and 16 cores (`BENCHMARKS.md`); a machine where the pushing
+    /// thread is the bottleneck may do better with fewer.
     ///
     /// # Examples
     ///
@@ -428,16 +428,17 @@ impl EngineBuilder {
     /// How long a worker that found no work keeps looking, past its
     /// back-off of a few microseconds, before it sleeps (default
     /// [`DEFAULT_LINGER`](crate::DEFAULT_LINGER), 50 µs; at most one
-    /// second; zero: it sleeps at once). It lingers only while another thread runs one of the pool's
-    /// ops, whose completion may bring work, and, unless
-    /// [`EngineBuilder::linger_through_pushes`], until an op is pushed; it
-    /// yields its CPU between looks.
+    /// second; zero: it sleeps at once). It lingers only while another
+    /// thread runs one of the pool's ops, whose completion may bring work,
+    /// and, unless [`EngineBuilder::linger_through_pushes`], until an op
+    /// is pushed; it yields its CPU between looks.
     ///
     /// A sleeping worker is woken by a system call of the thread that
     /// queues its next op, and its own scheduling again lies on that op's
     /// path; a lingering one takes the op at once, but holds a CPU that
     /// other threads may need. This is the trade an OpenMP runtime's
-    /// `GOMP_SPINCOUNT` or `OMP_WAIT_POLICY` sets.
+    /// `GOMP_SPINCOUNT` or `OMP_WAIT_POLICY` sets. (The workers that help
+    /// run a [`Replay`](crate::Replay) keep a rule of their own.)
     ///
     /// # Examples
     ///
