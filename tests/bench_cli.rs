@@ -353,3 +353,39 @@ fn stream_runs_report_their_system_and_refuse_priority_and_roundtrip() {
     let err = refused(&["--workload", "chain", "--stream", "--batch", "8"]);
     assert!(err.contains("--stream") || err.contains("--batch"), "{err}");
 }
+
+#[test]
+fn cpu_time_reports_the_threads_shares_and_refuses_roundtrip() {
+    let line = result_line(&[
+        "--workload",
+        "chain",
+        "--ops",
+        "2000",
+        "--body-us",
+        "10",
+        "--workers",
+        "2",
+        "--runs",
+        "2",
+        "--cpu-time",
+    ]);
+    let share = |key| -> f64 { field(&line, key).parse().unwrap() };
+    // The 20 ms of bodies ran on the pool's workers, so they were found
+    // and had CPU time; a share is of the run's time × those workers, and
+    // the counters are read just outside the timed region, so no share
+    // can pass 1 by more than the reads' few microseconds.
+    for key in ["worker_cpu", "pusher_cpu"] {
+        let s = share(key);
+        assert!(s > 0.0 && s <= 1.05, "{key} in {line}");
+    }
+    let queued = share("run_queue");
+    assert!((0.0..=1.05).contains(&queued), "{line}");
+    let err = refused(&["--workload", "roundtrip", "--cpu-time"]);
+    assert!(
+        err.contains("--cpu-time") && err.contains("roundtrip"),
+        "{err}"
+    );
+    // Without the flag the line has none of the fields.
+    let plain = small_wavefront_with("20", "--body-us", "0");
+    assert!(!plain.contains("worker_cpu"), "{plain}");
+}

@@ -15,6 +15,7 @@
 //! (workers × elapsed), and [`ideal_schedule`] says what it would be with an
 //! engine that cost nothing.
 
+mod cpu;
 mod ideal;
 mod run;
 mod trace;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use crate::{Engine, EngineError};
 
+pub use cpu::{account_cpu, cpu_accounting_supported, CpuUse};
 pub use ideal::{ideal_schedule, IdealSchedule};
 pub use run::{
     busy, roundtrip, run_trace, run_trace_batched, run_trace_pushers, run_trace_replay,

@@ -8,6 +8,7 @@ use crate::{
     Batch, Completion, Engine, EngineError, OpDesc, PrivateAccess, PrivateVar, Replay, Serial, Var,
 };
 
+use super::cpu::{CpuSnapshot, CpuUse};
 use super::trace::{Trace, TraceOp};
 
 /// What one timed run measured.
@@ -22,6 +23,38 @@ pub struct RunResult {
     /// Push-to-start latency of every op of priority > 0, in push order, in
     /// nanoseconds.
     pub latencies_ns: Vec<u64>,
+    /// Where the threads spent `elapsed`, when
+    /// [`account_cpu`](super::account_cpu) is on and the system keeps the
+    /// counters.
+    pub cpu: Option<CpuUse>,
+}
+
+/// The clock of a timed run, with the threads' CPU counters beside it
+/// when accounting is on. They are read before the clock starts and after
+/// it stops, so that reading them is not part of the time.
+struct RunClock {
+    start: Instant,
+    cpu: Option<CpuSnapshot>,
+}
+
+impl RunClock {
+    fn start() -> RunClock {
+        let cpu = CpuSnapshot::take_if_accounting();
+        RunClock {
+            start: Instant::now(),
+            cpu,
+        }
+    }
+
+    /// The time since the start, and what the threads did in it.
+    fn stop(&self) -> (Duration, Option<CpuUse>) {
+        let elapsed = self.start.elapsed();
+        let cpu = self
+            .cpu
+            .as_ref()
+            .and_then(|before| Some(before.until(&before.again()?)));
+        (elapsed, cpu)
+    }
 }
 
 /// Spins on the clock until `ns` nanoseconds have passed (a busy body).
@@ -204,7 +237,8 @@ fn timed_pushes(
         }
     }
     target.wait_for_all()?;
-    let start = Instant::now();
+    let clock = RunClock::start();
+    let start = clock.start;
     let mut push_op = |target: &mut Target<'_, '_, '_>, op: &TraceOp| {
         gather(trace, op, &vars, &mut reads, &mut writes);
         let desc = OpDesc::new("bench")
@@ -302,7 +336,7 @@ fn timed_pushes(
     }
     let push_elapsed = start.elapsed();
     target.wait_for_all()?;
-    let elapsed = start.elapsed();
+    let (elapsed, cpu) = clock.stop();
     let latencies_ns = pushes
         .iter()
         .zip(starts.iter())
@@ -316,6 +350,7 @@ fn timed_pushes(
             elapsed,
             push_elapsed,
             latencies_ns,
+            cpu,
         },
     ))
 }
@@ -440,14 +475,16 @@ impl TraceReplay {
     /// replay was captured for.
     pub fn run(&self, engine: &Engine) -> Result<RunResult, EngineError> {
         engine.wait_for_all()?;
-        let start = Instant::now();
+        let clock = RunClock::start();
         engine.push_replay(&self.replay)?;
-        let push_elapsed = start.elapsed();
+        let push_elapsed = clock.start.elapsed();
         engine.wait_for_all()?;
+        let (elapsed, cpu) = clock.stop();
         Ok(RunResult {
-            elapsed: start.elapsed(),
+            elapsed,
             push_elapsed,
             latencies_ns: Vec::new(),
+            cpu,
         })
     }
 
@@ -503,7 +540,7 @@ pub fn run_trace_pushers(
     let pushers = pushers.max(1);
     let vars: Vec<Var> = (0..trace.vars).map(|_| engine.new_var()).collect();
     engine.wait_for_all()?;
-    let start = Instant::now();
+    let clock = RunClock::start();
     let pushed: Result<(), EngineError> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..pushers)
             .map(|t| {
@@ -532,10 +569,10 @@ pub fn run_trace_pushers(
             .into_iter()
             .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
     });
-    let push_elapsed = start.elapsed();
+    let push_elapsed = clock.start.elapsed();
     pushed?;
     engine.wait_for_all()?;
-    let elapsed = start.elapsed();
+    let (elapsed, cpu) = clock.stop();
     finish_run(
         engine,
         vars,
@@ -543,6 +580,7 @@ pub fn run_trace_pushers(
             elapsed,
             push_elapsed,
             latencies_ns: Vec::new(),
+            cpu,
         },
     )
 }

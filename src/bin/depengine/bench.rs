@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use depengine::bench::{
-    ideal_schedule, quantile, roundtrip, run_trace_batched, run_trace_pushers, run_trace_serial,
-    run_trace_stream, ReplayVars, Spec, Summary, TraceReplay, Workload,
+    account_cpu, cpu_accounting_supported, ideal_schedule, quantile, roundtrip, run_trace_batched,
+    run_trace_pushers, run_trace_serial, run_trace_stream, ReplayVars, Spec, Summary, TraceReplay,
+    Workload,
 };
 use depengine::{Engine, EngineKind};
 
@@ -123,6 +124,16 @@ pub(crate) struct BenchArgs {
     /// `-lingerpush`.
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
     linger_through_pushes: bool,
+    /// Report where the threads spent each timed run, from each thread's
+    /// CPU clock and the scheduler's run-queue time (Linux only; read
+    /// before the clock starts and after it stops): `worker_cpu`, the
+    /// workers' time on a CPU over time × workers (below 1: they slept);
+    /// `pusher_cpu`, the pushing thread's (with --pushers, the thread that
+    /// starts them and waits); `run_queue`, the time the
+    /// pushing thread and the workers were ready without a CPU over time ×
+    /// (workers + 1). Medians over the runs. Not for roundtrip.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
+    cpu_time: bool,
     /// Print what an engine with no overhead would do on `--workers`
     /// workers (list scheduling of the inferred graph, bodies only) as a
     /// line of system `ideal`, and exit: the yardstick for `efficiency`.
@@ -174,6 +185,17 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.stream && args.workload == Workload::Roundtrip {
         return Err("--stream does not apply to roundtrip, which waits after every push".into());
+    }
+    if args.cpu_time && args.workload == Workload::Roundtrip {
+        return Err(
+            "--cpu-time does not apply to roundtrip, whose time is a thread's round trips".into(),
+        );
+    }
+    if args.cpu_time && !cpu_accounting_supported() {
+        return Err(
+            "--cpu-time needs per-thread CPU clocks and /proc/self/task, which only Linux has"
+                .into(),
+        );
     }
     if args.pushers == 0 {
         return Err("--pushers must be at least 1".into());
@@ -286,6 +308,14 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut p99 = Vec::with_capacity(args.runs);
     let mut makespan = Vec::with_capacity(args.runs);
     let mut push_ns = Vec::with_capacity(args.runs);
+    let (mut worker_cpu, mut pusher_cpu, mut run_queue) = (Vec::new(), Vec::new(), Vec::new());
+    // The workers are the first pool's, which runs the bench's ops.
+    let pool = engine
+        .pools()
+        .first()
+        .map(|p| p.0.clone())
+        .unwrap_or_default();
+    account_cpu(args.cpu_time.then_some(pool.as_str()));
     let total_ops;
     if args.workload == Workload::Roundtrip {
         total_ops = ops;
@@ -332,6 +362,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             push_ns.push(r.push_elapsed.as_nanos() as f64 / total_ops as f64);
             eff.push(body_total / (workers.max(1) as f64 * t));
             makespan.push(t / 1e6);
+            if let Some(cpu) = r.cpu {
+                worker_cpu.push(cpu.worker_share(t));
+                pusher_cpu.push(cpu.pusher_share(t));
+                run_queue.push(cpu.run_queue_share(t));
+            }
             if !r.latencies_ns.is_empty() {
                 p50.push(quantile(&r.latencies_ns, 0.5) as f64 / 1e3);
                 p99.push(quantile(&r.latencies_ns, 0.99) as f64 / 1e3);
@@ -354,6 +389,16 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if !push_ns.is_empty() {
         line += &format!(" push_ns_per_op={:.1}", Summary::of(&push_ns).median);
+    }
+    if args.cpu_time {
+        // Every run has its counters: the system has them (checked above)
+        // and the bench threads live through every run.
+        line += &format!(
+            " worker_cpu={:.3} pusher_cpu={:.3} run_queue={:.3}",
+            Summary::of(&worker_cpu).median,
+            Summary::of(&pusher_cpu).median,
+            Summary::of(&run_queue).median
+        );
     }
     if !p50.is_empty() {
         line += &format!(
