@@ -106,7 +106,6 @@ struct ThreadTimes {
 #[derive(Debug, Clone)]
 pub(crate) struct CpuSnapshot {
     me: u32,
-    pool: String,
     threads: Vec<ThreadTimes>,
 }
 
@@ -140,11 +139,7 @@ impl CpuSnapshot {
             }
         }
         threads.push(read_thread(me, false)?);
-        Some(CpuSnapshot {
-            me,
-            pool: pool.to_owned(),
-            threads,
-        })
+        Some(CpuSnapshot { me, threads })
     }
 
     /// The counters now, of the threads `self` has (those gone since are
@@ -160,7 +155,6 @@ impl CpuSnapshot {
         );
         Some(CpuSnapshot {
             me: self.me,
-            pool: self.pool.clone(),
             threads,
         })
     }
