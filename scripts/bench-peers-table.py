@@ -28,9 +28,11 @@ failed or has no efficiency are left out of that system's interval.
 A results file of several rounds (ROUNDS > 1) has several lines per system
 and row. Each cell then comes from the line with the median of their
 medians (the lower middle one for an even count), with the min and max
-taken over all of them; a cell is `fail` or `n/a` only when every line is,
-and lines that failed beside others that did not are counted under the
-tables.
+taken over all of them; a cell is `fail`, `n/a` or `skip` only when every
+line is, and lines that failed beside others that did not are counted
+under the tables. `skip`: a line that a deadline kept from starting
+(DEADLINE in scripts/bench-peers.sh); a file of such lines and the file
+of a later run of the same settings read together give the whole table.
 """
 import statistics
 import sys
@@ -38,15 +40,17 @@ import sys
 
 def merge(lines):
     """One system's lines of one row, as one line (see the module docs)."""
-    ok = [f for f in lines if "status" not in f]
+    # a line a deadline skipped was never run: it neither fails nor counts
+    ran = [f for f in lines if f.get("status") != "skip"]
+    ok = [f for f in ran if "status" not in f]
     if not ok:
-        return lines[0]
+        return (ran or lines)[0]
     mid = statistics.median_low(float(f["ns_per_op"]) for f in ok)
     f = dict(next(f for f in ok if float(f["ns_per_op"]) == mid))
     f["min"] = str(min(float(f["min"]) for f in ok))
     f["max"] = str(max(float(f["max"]) for f in ok))
-    f["lines"] = len(lines)
-    f["failed"] = len(lines) - len(ok)
+    f["lines"] = len(ran)
+    f["failed"] = len(ran) - len(ok)
     return f
 
 
@@ -66,6 +70,8 @@ def parse(*paths):
             f["status"] = "n/a"
         elif "failed-or-timeout" in line:
             f["status"] = "fail"
+        elif "skipped-deadline" in line:
+            f["status"] = "skip"
         key = (f["workload"], f["body_us"], int(f["workers"]))
         lines.setdefault(key, {}).setdefault(f["system"], []).append(f)
         if f["system"] not in systems:

@@ -75,6 +75,11 @@
 #   MXNET_ENGINES="ThreadedEnginePerDevice ThreadedEngine NaiveEngine"
 #   VARS=0         vars of indep (0: one per op) and readers (0: 1024)
 #   TIMEOUT=600    seconds before one line is given up (reported as timeout)
+#   DEADLINE=S     seconds from the start after which no line starts: each
+#                  line's TIMEOUT shrinks to the time left, the lines left
+#                  are written as skipped-deadline, and the tables are
+#                  printed, so that a run on a machine held for a set time
+#                  ends in time with its tables (unset: no deadline)
 #   NO_INSTALL=1   skip apt-get / pip (use what is installed)
 #   NO_BUILD=1     skip building too: run the binaries already in $PEERS
 #                  (the drivers, rayon-target/release/depengine-rayon-peer)
@@ -110,6 +115,11 @@ WORKLOADS=${WORKLOADS:-"indep indep-novars chain wavefront fan rwmix random rand
 SYSTEMS=${SYSTEMS:-"depengine depengine-helping mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon ideal"}
 VARS=${VARS:-0}
 TIMEOUT=${TIMEOUT:-600}
+DEADLINE=${DEADLINE:-}
+[[ -z $DEADLINE || $DEADLINE =~ ^[0-9]+$ ]] || { echo "DEADLINE must be a whole number of seconds, not '$DEADLINE'" >&2; exit 2; }
+START=$SECONDS
+# left: seconds before the deadline (may be 0 or less); none without one
+left() { echo $((DEADLINE - (SECONDS - START))); }
 
 # ---- install (package registries only) ----
 if [[ -z ${NO_INSTALL:-} && -z ${NO_BUILD:-} ]]; then
@@ -156,7 +166,7 @@ RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
 
 export STARPU_SILENT=1 STARPU_HOME=$PEERS/starpu-home OMP_MAX_TASK_PRIORITY=1
 RESULTS=$PEERS/results-$(date -u +%Y%m%dT%H%M%SZ).txt
-echo "# $(nproc) CPUs; $(uptime | sed 's/.*load/load/'); RUNS=$RUNS ROUNDS=$ROUNDS OPS=$OPS QUICK=${QUICK:-0}" | tee "$RESULTS"
+echo "# $(nproc) CPUs; $(uptime | sed 's/.*load/load/'); RUNS=$RUNS ROUNDS=$ROUNDS OPS=$OPS QUICK=${QUICK:-0}${DEADLINE:+ DEADLINE=$DEADLINE}" | tee "$RESULTS"
 
 # emit: appends the lines it reads to the results (and shows them), each
 # marked with its round when there are several
@@ -167,10 +177,18 @@ emit() { sed "s/\$/$ROUND_MARK/" | tee -a "$RESULTS"; }
 # results, its workload and system fields set to L and S (or a failure line)
 run() {
   local what=$1; shift
-  local out wl sy
+  local out wl sy limit=$TIMEOUT
+  if [[ -n $DEADLINE ]]; then
+    local l; l=$(left)
+    if ((l <= 0)); then
+      echo "$what skipped-deadline" | emit
+      return
+    fi
+    ((l < limit)) && limit=$l
+  fi
   wl=$(sed 's/^workload=\([^ ]*\).*/\1/' <<<"$what")
   sy=$(sed 's/.* system=\([^ ]*\).*/\1/' <<<"$what")
-  if out=$(timeout "$TIMEOUT" "$@" 2>/dev/null | grep '^workload='); then
+  if out=$(timeout "$limit" "$@" 2>/dev/null | grep '^workload='); then
     sed -e "s/^workload=[^ ]*/workload=$wl/" -e "s/ system=[^ ]*/ system=$sy/" <<<"$out" | emit
   else
     echo "$what failed-or-timeout" | emit
@@ -200,7 +218,10 @@ for wl in $WORKLOADS; do
       n=${s:-${size:-1000}}; unset s
       trace=$PEERS/traces/$label-$body.tr
       args=(--workload "$wl" --ops "$ops" --n "$n" --body-us "$body" --vars "$VARS")
-      [[ $wl != roundtrip ]] && "$DEPENGINE" bench "${args[@]}" --dump-trace "$trace"
+      # no trace for a row whose lines would all be skipped
+      if [[ $wl != roundtrip ]] && [[ -z $DEADLINE || $(left) -gt 0 ]]; then
+        "$DEPENGINE" bench "${args[@]}" --dump-trace "$trace"
+      fi
       src=$trace; [[ $wl == roundtrip ]] && src=$ops
       for w in $WORKERS; do
        for ((round = 1; round <= ROUNDS; round++)); do

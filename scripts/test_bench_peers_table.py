@@ -89,6 +89,22 @@ class Merge(unittest.TestCase):
         self.assertEqual(rows[("fan", "0", 2)]["openmp-gomp"]["status"], "fail")
         self.assertEqual(rows[("fan", "0", 2)]["depengine-naive"]["status"], "n/a")
 
+    def test_lines_a_deadline_skipped_neither_fail_nor_count(self):
+        rows, _ = parse([
+            line("wavefront-447", "starpu", status="skipped-deadline", rnd=1),
+            line("wavefront-447", "starpu", 30.0, 29.0, 31.0, rnd=2),
+            line("random", "rayon", status="skipped-deadline", rnd=1),
+            line("random", "rayon", status="skipped-deadline", rnd=2),
+            line("random", "tbb-flow", status="skipped-deadline", rnd=1),
+            line("random", "tbb-flow", status="failed-or-timeout", rnd=2),
+        ])
+        f = rows[("wavefront-447", "0", 2)]["starpu"]
+        self.assertNotIn("status", f)
+        self.assertEqual((float(f["ns_per_op"]), f["failed"], f["lines"]), (30.0, 0, 1))
+        self.assertEqual(rows[("random", "0", 2)]["rayon"]["status"], "skip")
+        # a line that ran and failed says more than one that never ran
+        self.assertEqual(rows[("random", "0", 2)]["tbb-flow"]["status"], "fail")
+
 
 class Granularity(unittest.TestCase):
     def test_intervals_below_between_and_above_the_measured_bodies(self):
