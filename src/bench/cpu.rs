@@ -18,6 +18,14 @@
 //! milliseconds apart: as long as a short run. The run-queue time is read
 //! from there, where it moves whenever the thread gets a CPU.
 //!
+//! How often a thread went to sleep comes from its voluntary context
+//! switches (`/proc/self/task/<tid>/status`): the kernel counts one each
+//! time the thread blocks (a worker parking on its futex, a pusher
+//! waiting for its lead to shrink), and none when it yields or is
+//! preempted. Each sleep of a worker is a wake-up some other thread paid
+//! for, the pushing thread most often: the figure that says whether a
+//! pusher slows down for its pushes or for the wake-ups in them.
+//!
 //! Accounting is off unless [`account_cpu`] turns it on: it reads a few
 //! files per thread before the clock starts and after it stops, outside
 //! the timed region, but the system calls still touch the caches the run
@@ -61,6 +69,10 @@ pub struct CpuUse {
     pub run_queue_ns: u64,
     /// The pool's worker threads that lived through the whole region.
     pub workers: usize,
+    /// Times the pushing thread went to sleep (blocked) in the region.
+    pub pusher_sleeps: u64,
+    /// Times the workers went to sleep in the region, all together.
+    pub worker_sleeps: u64,
 }
 
 impl CpuUse {
@@ -99,6 +111,7 @@ struct ThreadTimes {
     worker: bool,
     on_cpu_ns: u64,
     run_queue_ns: u64,
+    sleeps: u64,
 }
 
 /// The counters of the calling thread and of a pool's workers at one
@@ -169,12 +182,15 @@ impl CpuSnapshot {
             };
             let on = a.on_cpu_ns.saturating_sub(b.on_cpu_ns);
             let queued = a.run_queue_ns.saturating_sub(b.run_queue_ns);
+            let sleeps = a.sleeps.saturating_sub(b.sleeps);
             if a.tid == self.me {
                 cpu.pusher_ns += on;
                 cpu.run_queue_ns += queued;
+                cpu.pusher_sleeps += sleeps;
             } else if a.worker {
                 cpu.workers_ns += on;
                 cpu.run_queue_ns += queued;
+                cpu.worker_sleeps += sleeps;
                 cpu.workers += 1;
             }
         }
@@ -196,11 +212,16 @@ fn read_thread(tid: u32, worker: bool) -> Option<ThreadTimes> {
         .ok()
         .and_then(|s| parse_schedstat(&s))
         .map_or(0, |(_, queued)| queued);
+    let sleeps = fs::read_to_string(format!("/proc/self/task/{tid}/status"))
+        .ok()
+        .and_then(|s| parse_voluntary_switches(&s))
+        .unwrap_or(0);
     Some(ThreadTimes {
         tid,
         worker,
         on_cpu_ns,
         run_queue_ns,
+        sleeps,
     })
 }
 
@@ -227,6 +248,15 @@ fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
     let on_cpu = fields.next()?.parse().ok()?;
     let queued = fields.next()?.parse().ok()?;
     Some((on_cpu, queued))
+}
+
+/// The `voluntary_ctxt_switches:` count of a thread's `status` file: the
+/// times it blocked.
+fn parse_voluntary_switches(status: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        line.strip_prefix("voluntary_ctxt_switches:")
+            .and_then(|n| n.trim().parse().ok())
+    })
 }
 
 /// Thread `tid`'s CPU time up to now, from its CPU clock.
@@ -275,6 +305,23 @@ mod tests {
     }
 
     #[test]
+    fn voluntary_switches_are_read_from_a_status_file() {
+        let status = "Name:\tdepengine-cpu-0\nState:\tS (sleeping)\n\
+                      voluntary_ctxt_switches:\t1234\n\
+                      nonvoluntary_ctxt_switches:\t56\n";
+        assert_eq!(parse_voluntary_switches(status), Some(1234));
+        assert_eq!(
+            parse_voluntary_switches("nonvoluntary_ctxt_switches:\t56\n"),
+            None
+        );
+        assert_eq!(
+            parse_voluntary_switches("voluntary_ctxt_switches:\tx\n"),
+            None
+        );
+        assert_eq!(parse_voluntary_switches(""), None);
+    }
+
+    #[test]
     fn pool_threads_are_known_by_their_names_cut_to_fifteen_bytes() {
         assert!(is_pool_thread("depengine-cpu-0", "cpu"));
         // "depengine-cpu-12" cut to 15 bytes.
@@ -298,6 +345,7 @@ mod tests {
             workers_ns: 300,
             run_queue_ns: 40,
             workers: 2,
+            ..CpuUse::default()
         };
         assert_eq!(cpu.pusher_share(100.0), 0.5);
         assert_eq!(cpu.worker_share(200.0), 0.75);
@@ -356,6 +404,51 @@ mod tests {
         }
         assert_eq!(cpu.workers, 1, "{cpu:?}");
         assert!(cpu.workers_ns > 0 && cpu.pusher_ns > 0, "{cpu:?}");
+    }
+
+    #[test]
+    fn a_worker_that_blocks_counts_a_sleep() {
+        if !cpu_accounting_supported() {
+            return;
+        }
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let ready = Arc::new(Barrier::new(2));
+        let worker = {
+            let ready = ready.clone();
+            std::thread::Builder::new()
+                .name("depengine-v-0".into())
+                .spawn(move || {
+                    ready.wait();
+                    go_rx.recv().unwrap();
+                    // Blocks until the test has seen this sleep counted.
+                    done_rx.recv().unwrap();
+                })
+                .unwrap()
+        };
+        ready.wait();
+        let before = CpuSnapshot::take("v").unwrap();
+        go_tx.send(()).unwrap();
+        // Bounded: the worker blocks in its second `recv` within
+        // microseconds, later on a loaded machine; this thread only spins.
+        let mut cpu = CpuUse::default();
+        for _ in 0..10_000 {
+            let mut x = 0u64;
+            for i in 0..100_000u64 {
+                x = std::hint::black_box(x ^ i);
+            }
+            cpu = before.until(&before.again().unwrap());
+            if cpu.worker_sleeps > 0 {
+                break;
+            }
+        }
+        done_tx.send(()).unwrap();
+        worker.join().unwrap();
+        assert_eq!(cpu.workers, 1, "{cpu:?}");
+        assert!(
+            cpu.worker_sleeps >= 1,
+            "the blocked worker's sleep: {cpu:?}"
+        );
     }
 
     #[test]
