@@ -374,6 +374,24 @@ mod tests {
         handle
     }
 
+    /// Spins on this thread until the use since `before` meets `done`, and
+    /// returns the last use read. Bounded, and never on the wall clock: a
+    /// loaded machine gets there later, a broken count never.
+    fn spin_until(before: &CpuSnapshot, done: impl Fn(&CpuUse) -> bool) -> CpuUse {
+        let mut cpu = CpuUse::default();
+        for _ in 0..10_000 {
+            let mut x = 0u64;
+            for i in 0..100_000u64 {
+                x = std::hint::black_box(x ^ i);
+            }
+            cpu = before.until(&before.again().unwrap());
+            if done(&cpu) {
+                break;
+            }
+        }
+        cpu
+    }
+
     #[test]
     fn workers_are_the_pools_threads_alive_through_the_region() {
         if !cpu_accounting_supported() {
@@ -385,19 +403,8 @@ mod tests {
         let before = CpuSnapshot::take("t").unwrap();
         // Born after `before`: in one snapshot only, so not counted.
         let late = spinner("depengine-t-1", &stop);
-        // Spin here until both this thread and the worker have had CPU
-        // time (bounded: a loaded machine gets there later).
-        let mut cpu = CpuUse::default();
-        for _ in 0..10_000 {
-            let mut x = 0u64;
-            for i in 0..100_000u64 {
-                x = std::hint::black_box(x ^ i);
-            }
-            cpu = before.until(&before.again().unwrap());
-            if cpu.workers_ns > 0 && cpu.pusher_ns > 0 {
-                break;
-            }
-        }
+        // Until both this thread and the worker have had CPU time.
+        let cpu = spin_until(&before, |cpu| cpu.workers_ns > 0 && cpu.pusher_ns > 0);
         stop.store(true, Ordering::Relaxed);
         for t in [worker, other, late] {
             t.join().unwrap();
@@ -429,19 +436,8 @@ mod tests {
         ready.wait();
         let before = CpuSnapshot::take("v").unwrap();
         go_tx.send(()).unwrap();
-        // Bounded: the worker blocks in its second `recv` within
-        // microseconds, later on a loaded machine; this thread only spins.
-        let mut cpu = CpuUse::default();
-        for _ in 0..10_000 {
-            let mut x = 0u64;
-            for i in 0..100_000u64 {
-                x = std::hint::black_box(x ^ i);
-            }
-            cpu = before.until(&before.again().unwrap());
-            if cpu.worker_sleeps > 0 {
-                break;
-            }
-        }
+        // The worker blocks in its second `recv` within microseconds.
+        let cpu = spin_until(&before, |cpu| cpu.worker_sleeps > 0);
         done_tx.send(()).unwrap();
         worker.join().unwrap();
         assert_eq!(cpu.workers, 1, "{cpu:?}");
