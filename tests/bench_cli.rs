@@ -269,10 +269,11 @@ fn search_settings_name_their_system_and_bad_ones_are_refused() {
         "--max-searching",
         "2",
         "--linger-through-pushes",
+        "--keep-one-searching",
     ]);
     assert_eq!(
         field(&line, "system"),
-        "depengine-per-device-search2-lingerpush"
+        "depengine-per-device-search2-lingerpush-keepsearch"
     );
     assert_eq!(field(&line, "ops"), "2000");
     let err = refused(&["--workload", "indep", "--ops", "10", "--max-searching", "0"]);
@@ -287,6 +288,7 @@ fn search_settings_name_their_system_and_bad_ones_are_refused() {
     ]);
     assert!(err.contains("linger"), "{err}");
     refused(&["--workload", "indep", "--linger-us", "50", "--ideal"]);
+    refused(&["--workload", "indep", "--keep-one-searching", "--ideal"]);
 }
 
 #[test]

@@ -105,14 +105,17 @@ fn a_lone_worker_and_a_helping_waiter_finish_every_round() {
 }
 
 /// The search settings change when workers sleep, never whether they are
-/// woken: with one searcher, with no linger, and with a linger that
-/// outlasts the long write and goes on through pushes, every round still
-/// finishes in order.
+/// woken: with one searcher (waking a successor when it finds work, or
+/// not), with no linger, and with a linger that outlasts the long write
+/// and goes on through pushes, every round still finishes in order.
 #[test]
 fn every_search_setting_still_wakes_the_workers_for_the_readers() {
     type Tune = fn(EngineBuilder) -> EngineBuilder;
-    let tunings: [(&str, Tune); 3] = [
+    let tunings: [(&str, Tune); 4] = [
         ("one searcher", |b| b.max_searching(1)),
+        ("one searcher that keeps one searching", |b| {
+            b.max_searching(1).keep_one_searching(true)
+        }),
         ("no linger", |b| b.linger(Duration::ZERO)),
         ("a long linger through pushes", |b| {
             b.linger(Duration::from_millis(5))

@@ -33,6 +33,10 @@ struct Variant {
     /// One searching worker at a time (`max_searching`), lingering through
     /// pushes (`linger_through_pushes`) for up to 1 ms (`linger`).
     searching_tuned: bool,
+    /// One searching worker at a time (`max_searching`), which wakes a
+    /// sleeper to search in its place when it finds work
+    /// (`keep_one_searching`).
+    keeping_one_searching: bool,
 }
 
 type BoxedBody = Box<dyn FnOnce(&OpCtx<'_>) -> OpResult + Send>;
@@ -55,6 +59,7 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
         batched,
         pushing,
         searching_tuned,
+        keeping_one_searching,
     } = variant;
     let mut builder = Engine::builder()
         .kind(kind)
@@ -66,6 +71,9 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
             .max_searching(1)
             .linger(std::time::Duration::from_millis(1))
             .linger_through_pushes(true);
+    }
+    if keeping_one_searching {
+        builder = builder.max_searching(1).keep_one_searching(true);
     }
     let engine = builder.build().unwrap();
     let vars: Arc<Vec<Var>> = Arc::new((0..VARS).map(|_| engine.new_var()).collect());
@@ -276,6 +284,18 @@ fn stress_per_device_4_searching_tuned() {
         4,
         Variant {
             searching_tuned: true,
+            ..Variant::default()
+        },
+    );
+}
+
+#[test]
+fn stress_per_device_4_keeping_one_searching() {
+    stress_variant(
+        EngineKind::PerDevice,
+        4,
+        Variant {
+            keeping_one_searching: true,
             ..Variant::default()
         },
     );

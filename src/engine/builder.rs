@@ -113,6 +113,7 @@ pub struct EngineBuilder {
     max_searching: Option<usize>,
     linger: Option<Duration>,
     linger_through_pushes: bool,
+    keep_one_searching: bool,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -482,6 +483,37 @@ impl EngineBuilder {
         self
     }
 
+    /// Makes a worker that finds work while it was the last one searching
+    /// wake a sleeping worker to search in its place (as the schedulers of
+    /// Go and tokio keep a spinning thread). Off by default.
+    ///
+    /// A thread that queues an op wakes a sleeper only when nobody
+    /// searches, and the wake-up (a system call, on a virtual machine
+    /// often more) is then on that thread. Where one pushing thread feeds
+    /// many workers that run out of ops, searchers that find ops leave
+    /// nobody searching and the pushes pay those wake-ups; with this
+    /// setting the worker that took the op pays instead, and the next
+    /// push finds a searcher. The cost is one more worker awake while the
+    /// pool is short of work, which only pays where the pushing threads
+    /// have CPUs of their own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().cpu_workers(4).keep_one_searching(true).build().unwrap();
+    /// let vars: Vec<_> = (0..1000).map(|_| engine.new_var()).collect();
+    /// for v in &vars {
+    ///     engine.push(OpDesc::new("fill").writes(v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// assert!(vars.iter().all(|v| v.version() == 1));
+    /// ```
+    pub fn keep_one_searching(mut self, on: bool) -> Self {
+        self.keep_one_searching = on;
+        self
+    }
+
     /// Fills the settings still unset from the process environment.
     ///
     /// # Errors
@@ -607,6 +639,7 @@ impl EngineBuilder {
                 max_searching: self.max_searching,
                 linger,
                 linger_through_pushes: self.linger_through_pushes,
+                keep_one_searching: self.keep_one_searching,
             },
         })
     }
@@ -636,6 +669,7 @@ mod tests {
             .max_searching(3)
             .linger(Duration::ZERO)
             .linger_through_pushes(true)
+            .keep_one_searching(true)
             .resolve()
             .unwrap();
         assert_eq!(
@@ -644,6 +678,7 @@ mod tests {
                 max_searching: Some(3),
                 linger: Duration::ZERO,
                 linger_through_pushes: true,
+                keep_one_searching: true,
             }
         );
     }

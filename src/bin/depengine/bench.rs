@@ -124,6 +124,11 @@ pub(crate) struct BenchArgs {
     /// `-lingerpush`.
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
     linger_through_pushes: bool,
+    /// Makes the last searching worker to find work wake a sleeper to
+    /// search in its place (`EngineBuilder::keep_one_searching`). The
+    /// line's system gets `-keepsearch`.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
+    keep_one_searching: bool,
     /// Report where the threads spent each timed run, from each thread's
     /// CPU clock and the scheduler's run-queue time (Linux only; read
     /// before the clock starts and after it stops): `worker_cpu`, the
@@ -250,6 +255,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.linger(std::time::Duration::from_micros(us));
     }
     builder = builder.linger_through_pushes(args.linger_through_pushes);
+    builder = builder.keep_one_searching(args.keep_one_searching);
     let mut engine = builder.build()?;
     // The naive executor runs every op on the thread that makes it ready,
     // and a serial scope on the thread that pushes it: the pushing thread
@@ -303,6 +309,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.linger_through_pushes {
         system += "-lingerpush";
+    }
+    if args.keep_one_searching {
+        system += "-keepsearch";
     }
 
     let mut ns = Vec::with_capacity(args.runs);

@@ -91,8 +91,8 @@ pub(crate) struct PoolShared {
     /// Workers that may spin for work at the same time: half the pool
     /// unless set (`EngineBuilder::max_searching`).
     max_searching: usize,
-    /// How a searcher lingers (`linger.rs`).
-    #[cfg_attr(loom, allow(dead_code))]
+    /// How a searcher lingers (`linger.rs`), and whether the last one
+    /// wakes a successor ([`PoolShared::wake_another_if_more`]).
     search: SearchConfig,
     /// Threads outside the pool running its ops while they wait
     /// (`EngineBuilder::help_while_waiting`): their completions may bring
@@ -274,17 +274,27 @@ impl PoolShared {
 
     /// Called by a worker that found work after searching or sleeping:
     /// while more is queued, wakes another (see `sleep.rs`), or two while
-    /// the shared FIFO holds a burst.
+    /// the shared FIFO holds a burst; with nothing more queued, and
+    /// `EngineBuilder::keep_one_searching` set, wakes one while nobody
+    /// else searches, to search in its place.
     ///
     /// A completion that makes many ops ready at once (a writer releasing
     /// its readers) queues them faster than one wake-up after another can
     /// spread them: each woken worker handing on one wake-up makes a chain
     /// as long as the pool, two make a tree.
+    ///
+    /// The wake-up for nothing queued takes the next push's wake-up off
+    /// the pushing thread (which wakes a sleeper only while nobody
+    /// searches) and onto this worker, whose pool is short of work. It
+    /// adds wake-ups and never removes one, so the argument of `sleep.rs`
+    /// holds as it is; each comes from an op found, so they are as many as
+    /// the ops at most.
     fn wake_another_if_more(&self) {
         let queued = self.injector.len();
         if queued > 1 {
             self.sleep.notify_many(2);
-        } else if queued == 1 || self.has_work() {
+        } else if queued == 1 || self.search.keep_one_searching || self.has_work() {
+            // Wakes nobody while somebody searches.
             self.sleep.notify();
         }
     }
@@ -479,8 +489,14 @@ mod tests {
     /// A pool's shared state without threads: `workers` workers that all
     /// count as asleep.
     fn asleep(workers: usize) -> PoolShared {
-        let (shared, _) = PoolShared::new("test", workers, false, SearchConfig::default());
-        for w in 0..workers {
+        asleep_but(0, workers, SearchConfig::default())
+    }
+
+    /// A pool of `workers` workers searching as `search` says, all but
+    /// the first `awake` of them counted as asleep.
+    fn asleep_but(awake: usize, workers: usize, search: SearchConfig) -> PoolShared {
+        let (shared, _) = PoolShared::new("test", workers, false, search);
+        for w in awake..workers {
             shared.sleep.pretend_asleep(w);
         }
         shared
@@ -618,5 +634,26 @@ mod tests {
             2,
             "a burst: still two per hand-on"
         );
+    }
+
+    #[test]
+    fn the_last_searcher_wakes_one_in_its_place_only_when_set() {
+        let keep = SearchConfig {
+            keep_one_searching: true,
+            ..SearchConfig::default()
+        };
+        // Worker 0 took the only op queued and stopped searching; the
+        // other three sleep.
+        let shared = asleep_but(1, 4, keep);
+        shared.wake_another_if_more();
+        assert_eq!(shared.sleep.sleepers(), 2, "one woken to search");
+        // The woken one searches now: the next find wakes nobody.
+        assert!(shared.sleep.try_start_searching(shared.max_searching));
+        shared.wake_another_if_more();
+        assert_eq!(shared.sleep.sleepers(), 2, "a searcher is left");
+        // Without the setting the same find wakes nobody.
+        let shared = asleep_but(1, 4, SearchConfig::default());
+        shared.wake_another_if_more();
+        assert_eq!(shared.sleep.sleepers(), 3);
     }
 }

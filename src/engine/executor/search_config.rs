@@ -28,6 +28,9 @@ pub(crate) struct SearchConfig {
     /// Whether a searcher keeps lingering after an op is pushed (by
     /// default a push ends the linger: `linger.rs` says why).
     pub(crate) linger_through_pushes: bool,
+    /// Whether the last searcher to find work wakes a sleeper to search
+    /// in its place (`pool.rs`, `PoolShared::wake_another_if_more`).
+    pub(crate) keep_one_searching: bool,
 }
 
 impl Default for SearchConfig {
@@ -36,6 +39,7 @@ impl Default for SearchConfig {
             max_searching: None,
             linger: DEFAULT_LINGER,
             linger_through_pushes: false,
+            keep_one_searching: false,
         }
     }
 }

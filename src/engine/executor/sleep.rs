@@ -20,7 +20,10 @@
 //! spreads over the whole pool (`pool.rs`, `sleep_then_look`, says why
 //! the wake-up half is needed). (Allowing a
 //! single searcher measured faster with 2 workers but made 16 workers pay
-//! a wake-up chain on every burst.)
+//! a wake-up chain on every burst.) With
+//! `EngineBuilder::keep_one_searching` a worker that finds work wakes one
+//! more even with nothing left queued, while nobody else searches: it
+//! pays the wake-up that the next push would otherwise pay.
 //!
 //! Each worker parks on a parker of its own rather than on one condition
 //! variable for the pool. With one shared mutex and condition variable, a
@@ -315,8 +318,10 @@ mod loom_models {
     /// look once more after the sleep; returns once it has taken one item.
     /// Finding an item while searching or after the sleep, with more
     /// queued, it wakes another worker, or two with more than one queued
-    /// (`PoolShared::wake_another_if_more`).
-    fn worker(s: &Sleep, items: &AtomicUsize, index: usize, searchers: usize) {
+    /// (`PoolShared::wake_another_if_more`); with `keep`
+    /// (`EngineBuilder::keep_one_searching`) it wakes one with nothing
+    /// queued too, unless somebody searches.
+    fn worker(s: &Sleep, items: &AtomicUsize, index: usize, searchers: usize, keep: bool) {
         if take(items) {
             return;
         }
@@ -325,23 +330,23 @@ mod loom_models {
                 let found = take(items);
                 s.stop_searching();
                 if found {
-                    hand_on(s, items);
+                    hand_on(s, items, keep);
                     return;
                 }
             }
             s.sleep(index, || items.load(Ordering::SeqCst) > 0);
             if take(items) {
-                hand_on(s, items);
+                hand_on(s, items, keep);
                 return;
             }
         }
     }
 
     /// `PoolShared::wake_another_if_more` on the model's queue.
-    fn hand_on(s: &Sleep, items: &AtomicUsize) {
+    fn hand_on(s: &Sleep, items: &AtomicUsize, keep: bool) {
         match items.load(Ordering::SeqCst) {
-            0 => {}
-            1 => s.notify(),
+            0 if !keep => {}
+            0 | 1 => s.notify(),
             _ => s.notify_many(2),
         }
     }
@@ -355,7 +360,7 @@ mod loom_models {
         let handles: Vec<_> = (0..workers)
             .map(|i| {
                 let (s, items) = (s.clone(), items.clone());
-                thread::spawn(move || worker(&s, &items, i, searchers))
+                thread::spawn(move || worker(&s, &items, i, searchers, false))
             })
             .collect();
         push(&s, &items);
@@ -404,6 +409,12 @@ mod loom_models {
     /// taken, then runs `push` on this thread. A worker left asleep leaves
     /// the other two blocked: a deadlock, which loom reports.
     fn run_holding(searchers: usize, push: impl Fn(&Sleep, &AtomicUsize)) {
+        run_holding_keeping(searchers, false, push)
+    }
+
+    /// [`run_holding`], the workers handing on as `keep` says (see
+    /// [`worker`]).
+    fn run_holding_keeping(searchers: usize, keep: bool, push: impl Fn(&Sleep, &AtomicUsize)) {
         let s = Arc::new(Sleep::new(3));
         let items = Arc::new(AtomicUsize::new(0));
         let taken = Arc::new((Mutex::new(0usize), Condvar::new()));
@@ -411,7 +422,7 @@ mod loom_models {
             .map(|i| {
                 let (s, items, taken) = (s.clone(), items.clone(), taken.clone());
                 thread::spawn(move || {
-                    worker(&s, &items, i, searchers);
+                    worker(&s, &items, i, searchers, keep);
                     let (n, cv) = &*taken;
                     let mut n = n.lock();
                     *n += 1;
@@ -453,6 +464,21 @@ mod loom_models {
         // to sleep.
         model(|| {
             run_holding(3, |s, items| {
+                for _ in 0..3 {
+                    items.fetch_add(1, Ordering::SeqCst);
+                    s.notify();
+                }
+            })
+        });
+    }
+
+    #[test]
+    fn pushes_reach_every_worker_when_the_last_searcher_wakes_a_successor() {
+        // `EngineBuilder::keep_one_searching`: the extra wake-ups of the
+        // workers that take the last item race the pushes' own, which
+        // they make rarer; no item may be left beside a sleeper.
+        model(|| {
+            run_holding_keeping(1, true, |s, items| {
                 for _ in 0..3 {
                     items.fetch_add(1, Ordering::SeqCst);
                     s.notify();
