@@ -439,6 +439,14 @@ mod loom_models {
         }
     }
 
+    /// Queues three items one at a time, each with its push's notify.
+    fn push_three_one_by_one(s: &Sleep, items: &AtomicUsize) {
+        for _ in 0..3 {
+            items.fetch_add(1, Ordering::SeqCst);
+            s.notify();
+        }
+    }
+
     #[test]
     fn a_backlog_queued_while_one_searches_reaches_every_worker() {
         // One worker searching at a time; the pusher queues three items
@@ -446,14 +454,7 @@ mod loom_models {
         // worker must get one. Without the woken worker's hand-on, the
         // searcher wakes one sleeper and the third item waits beside the
         // last sleeper.
-        model(|| {
-            run_holding(1, |s, items| {
-                for _ in 0..3 {
-                    items.fetch_add(1, Ordering::SeqCst);
-                    s.notify();
-                }
-            })
-        });
+        model(|| run_holding(1, push_three_one_by_one));
     }
 
     #[test]
@@ -462,14 +463,7 @@ mod loom_models {
         // that sees anybody searching wakes nobody, so each item must be
         // found by a searcher or by the check a searcher makes on its way
         // to sleep.
-        model(|| {
-            run_holding(3, |s, items| {
-                for _ in 0..3 {
-                    items.fetch_add(1, Ordering::SeqCst);
-                    s.notify();
-                }
-            })
-        });
+        model(|| run_holding(3, push_three_one_by_one));
     }
 
     #[test]
@@ -477,14 +471,7 @@ mod loom_models {
         // `EngineBuilder::keep_one_searching`: the extra wake-ups of the
         // workers that take the last item race the pushes' own, which
         // they make rarer; no item may be left beside a sleeper.
-        model(|| {
-            run_holding_keeping(1, true, |s, items| {
-                for _ in 0..3 {
-                    items.fetch_add(1, Ordering::SeqCst);
-                    s.notify();
-                }
-            })
-        });
+        model(|| run_holding_keeping(1, true, push_three_one_by_one));
     }
 
     #[test]
