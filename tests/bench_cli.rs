@@ -383,7 +383,7 @@ fn cpu_time_reports_the_threads_shares_and_refuses_roundtrip() {
     let queued = share("run_queue");
     assert!((0.0..=1.05).contains(&queued), "{line}");
     // Sleeps per op: counts over ops, never negative.
-    for key in ["worker_sleeps", "pusher_sleeps"] {
+    for key in ["worker_sleeps", "pusher_sleeps", "pusher_wakes"] {
         let s = share(key);
         assert!(s.is_finite() && s >= 0.0, "{key} in {line}");
     }

@@ -73,6 +73,10 @@ pub struct CpuUse {
     pub pusher_sleeps: u64,
     /// Times the workers went to sleep in the region, all together.
     pub worker_sleeps: u64,
+    /// Sleeping workers the pushing thread woke in the region (of every
+    /// engine; counted by the engine, not read from the system): the
+    /// part of the workers' sleeps whose wake-up the pushes paid.
+    pub pusher_wakes: u64,
 }
 
 impl CpuUse {
@@ -120,6 +124,9 @@ struct ThreadTimes {
 pub(crate) struct CpuSnapshot {
     me: u32,
     threads: Vec<ThreadTimes>,
+    /// Workers the calling thread had woken
+    /// ([`crate::engine::woken_by_this_thread`]).
+    my_wakes: u64,
 }
 
 impl CpuSnapshot {
@@ -151,8 +158,13 @@ impl CpuSnapshot {
                 threads.push(t);
             }
         }
+        let my_wakes = crate::engine::woken_by_this_thread();
         threads.push(read_thread(me, false)?);
-        Some(CpuSnapshot { me, threads })
+        Some(CpuSnapshot {
+            me,
+            threads,
+            my_wakes,
+        })
     }
 
     /// The counters now, of the threads `self` has (those gone since are
@@ -160,6 +172,7 @@ impl CpuSnapshot {
     /// reads are not part of its time before the snapshot.
     pub(crate) fn again(&self) -> Option<CpuSnapshot> {
         let mut threads = vec![read_thread(self.me, false)?];
+        let my_wakes = crate::engine::woken_by_this_thread();
         threads.extend(
             self.threads
                 .iter()
@@ -169,13 +182,17 @@ impl CpuSnapshot {
         Some(CpuSnapshot {
             me: self.me,
             threads,
+            my_wakes,
         })
     }
 
     /// What happened between `self` and the later snapshot `after`, over
     /// the threads that are in both.
     pub(crate) fn until(&self, after: &CpuSnapshot) -> CpuUse {
-        let mut cpu = CpuUse::default();
+        let mut cpu = CpuUse {
+            pusher_wakes: after.my_wakes.saturating_sub(self.my_wakes),
+            ..CpuUse::default()
+        };
         for a in &after.threads {
             let Some(b) = self.threads.iter().find(|b| b.tid == a.tid) else {
                 continue;
@@ -444,6 +461,53 @@ mod tests {
         assert!(
             cpu.worker_sleeps >= 1,
             "the blocked worker's sleep: {cpu:?}"
+        );
+    }
+
+    #[test]
+    fn the_wake_ups_a_push_pays_are_the_pushing_threads() {
+        if !cpu_accounting_supported() {
+            return;
+        }
+        // One worker that sleeps as soon as its back-off is spent.
+        let engine = crate::Engine::builder()
+            .cpu_workers(1)
+            .linger(std::time::Duration::ZERO)
+            .build()
+            .unwrap();
+        let pool = engine.pools()[0].0.clone();
+        let v = engine.new_var();
+        let push = || {
+            engine
+                .push(crate::OpDesc::new("w").writes(&v), |_| Ok(()))
+                .unwrap();
+            engine.wait_for_all().unwrap();
+        };
+        // Once it has run an op, the worker has started and named its
+        // thread, so the snapshot finds it.
+        push();
+        let before = CpuSnapshot::take(&pool).unwrap();
+        let cpu = before.until(&before.again().unwrap());
+        assert!(cpu.workers >= 1, "the worker is found: {cpu:?}");
+        assert_eq!(cpu.pusher_wakes, 0);
+        let mut slept = 0;
+        let mut cpu = CpuUse::default();
+        // Bounded: each try waits for a sleep of the worker (or of another
+        // test's worker of the same name, which only costs a try), then
+        // pushes; a push that finds it asleep, with nobody searching,
+        // wakes it.
+        for _ in 0..100 {
+            slept = spin_until(&before, |cpu| cpu.worker_sleeps > slept).worker_sleeps;
+            push();
+            cpu = before.until(&before.again().unwrap());
+            if cpu.pusher_wakes > 0 {
+                break;
+            }
+        }
+        assert!(cpu.pusher_wakes > 0, "{cpu:?}");
+        assert!(
+            cpu.pusher_wakes < v.version(),
+            "one wake-up per push since the first at most: {cpu:?}"
         );
     }
 

@@ -109,6 +109,7 @@ pub use completion::Completion;
 pub use diagnostics::{PendingOp, PendingReport, VarReport};
 pub use error::{BuildError, EngineError, Failure, FailureKind, OpError};
 pub use executor::search_config::DEFAULT_LINGER;
+pub(crate) use executor::woken_by_this_thread;
 pub use op::{Context, OpCtx, OpDesc, OpResult, Property, VarList};
 pub use operator::Operator;
 pub use replay::{PrivateAccess, PrivateVar, Replay, ReplayBuilder};

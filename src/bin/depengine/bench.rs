@@ -138,8 +138,10 @@ pub(crate) struct BenchArgs {
     /// pushing thread and the workers were ready without a CPU over time ×
     /// (workers + 1); `worker_sleeps` and `pusher_sleeps`, the times the
     /// workers (all together) and the pushing thread went to sleep, per
-    /// op (each worker's sleep is a wake-up another thread paid for).
-    /// Medians over the runs. Not for roundtrip.
+    /// op (each worker's sleep is a wake-up another thread paid for);
+    /// `pusher_wakes`, the sleeping workers the pushing thread woke, per
+    /// op (the engine counts them). Medians over the runs. Not for
+    /// roundtrip.
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
     cpu_time: bool,
     /// Print what an engine with no overhead would do on `--workers`
@@ -321,7 +323,8 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut makespan = Vec::with_capacity(args.runs);
     let mut push_ns = Vec::with_capacity(args.runs);
     let (mut worker_cpu, mut pusher_cpu, mut run_queue) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut worker_sleeps, mut pusher_sleeps) = (Vec::new(), Vec::new());
+    let (mut worker_sleeps, mut pusher_sleeps, mut pusher_wakes) =
+        (Vec::new(), Vec::new(), Vec::new());
     // The workers are the first pool's, which runs the bench's ops.
     let pool = engine
         .pools()
@@ -381,6 +384,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
                 run_queue.push(cpu.run_queue_share(t));
                 worker_sleeps.push(cpu.worker_sleeps as f64 / total_ops as f64);
                 pusher_sleeps.push(cpu.pusher_sleeps as f64 / total_ops as f64);
+                pusher_wakes.push(cpu.pusher_wakes as f64 / total_ops as f64);
             }
             if !r.latencies_ns.is_empty() {
                 p50.push(quantile(&r.latencies_ns, 0.5) as f64 / 1e3);
@@ -409,12 +413,13 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         // Every run has its counters: the system has them (checked above)
         // and the bench threads live through every run.
         line += &format!(
-            " worker_cpu={:.3} pusher_cpu={:.3} run_queue={:.3} worker_sleeps={:.4} pusher_sleeps={:.4}",
+            " worker_cpu={:.3} pusher_cpu={:.3} run_queue={:.3} worker_sleeps={:.4} pusher_sleeps={:.4} pusher_wakes={:.4}",
             Summary::of(&worker_cpu).median,
             Summary::of(&pusher_cpu).median,
             Summary::of(&run_queue).median,
             Summary::of(&worker_sleeps).median,
-            Summary::of(&pusher_sleeps).median
+            Summary::of(&pusher_sleeps).median,
+            Summary::of(&pusher_wakes).median
         );
     }
     if !p50.is_empty() {

@@ -24,6 +24,7 @@ mod sleep;
 
 use pool::WorkerPool;
 pub(crate) use pool::{LocalSlot, PoolShared};
+pub(crate) use sleep::woken_by_this_thread;
 
 use crate::sync::Arc;
 

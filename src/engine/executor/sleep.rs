@@ -57,6 +57,19 @@
 
 use crate::sync::{fence, increment_below, AtomicUsize, Condvar, Mutex, Ordering};
 
+std::thread_local! {
+    /// Sleeping workers this thread has woken (`Sleep::wake`), of any
+    /// engine: a count of its own, so that counting costs no shared line.
+    static WOKEN_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many sleeping pool workers the calling thread has woken so far,
+/// of every engine (shutdowns' `wake_all` not counted): what its pushes
+/// (or completions) paid in wake-ups (`bench::cpu`'s `pusher_wakes`).
+pub(crate) fn woken_by_this_thread() -> u64 {
+    WOKEN_HERE.try_with(std::cell::Cell::get).unwrap_or(0)
+}
+
 /// One worker's wake-up token: `unpark` before `park` is not lost.
 struct Parker {
     woken: Mutex<bool>,
@@ -136,7 +149,10 @@ impl Sleep {
                 w
             };
             match popped {
-                Some(w) => self.parkers[w].unpark(),
+                Some(w) => {
+                    self.parkers[w].unpark();
+                    let _ = WOKEN_HERE.try_with(|n| n.set(n.get() + 1));
+                }
                 None => break,
             }
         }
@@ -267,9 +283,12 @@ mod tests {
         while looked.load(Ordering::SeqCst) < 3 {
             std::thread::yield_now();
         }
-        // Nobody searches, so a notify pops exactly one sleeper.
+        // Nobody searches, so a notify pops exactly one sleeper, and
+        // this thread counts the wake-up as its own.
+        let woken_before = woken_by_this_thread();
         work.store(true, Ordering::SeqCst);
         s.notify();
+        assert_eq!(woken_by_this_thread(), woken_before + 1);
         while woke.load(Ordering::SeqCst) < 1 {
             std::thread::yield_now();
         }
@@ -279,6 +298,7 @@ mod tests {
         assert!(s.try_start_searching(1));
         s.notify();
         assert_eq!(s.idle.lock().len(), 2);
+        assert_eq!(woken_by_this_thread(), woken_before + 1, "nobody woken");
         s.stop_searching();
         s.wake_all();
         for t in threads {
