@@ -12,8 +12,9 @@
  * MXNET_CPU_WORKER_NTHREADS, MXNET_CPU_PRIORITY_NTHREADS), set by the
  * calling script; WORKERS is only reported.
  *
- * roundtrip: MXEnginePushAsyncND on x whose body hands its completion
- * callback to another thread, which calls it; then MXNDArrayWaitToRead(x).
+ * roundtrip: MXEnginePushAsyncND on x (FnProperty::kAsync) whose body hands
+ * its completion callback to another thread, which calls it; then
+ * MXNDArrayWaitToRead(x).
  *
  * usage: see common.h.
  */
@@ -56,6 +57,11 @@ struct mx_context {
 };
 static const struct mx_context ctx = {1, 0};
 static const int prop = 0; /* FnProperty::kNormal */
+/* FnProperty::kAsync, for the round trip's op, whose body only hands its
+ * completion over: the engine runs such an op on the pushing thread when it
+ * is ready at its push, as depengine's per-device executor does with
+ * Property::Async. */
+static const int prop_async = 4;
 
 /* mxnet::engine::CallbackOnComplete: { callback_, engine_, param_ } */
 struct mx_on_complete {
@@ -128,7 +134,7 @@ static double roundtrip(int workers, long rounds, uint32_t body_ns) {
   rt_start(complete, body_ns);
   double t0 = now_ns();
   for (long i = 0; i < rounds; i++) {
-    check(MXEnginePushAsyncND(async_op, NULL, NULL, &ctx, NULL, 0, &x, 1, &prop,
+    check(MXEnginePushAsyncND(async_op, NULL, NULL, &ctx, NULL, 0, &x, 1, &prop_async,
                               0, "roundtrip", 0),
           "MXEnginePushAsyncND");
     check(MXNDArrayWaitToRead(x), "MXNDArrayWaitToRead");

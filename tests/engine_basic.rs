@@ -532,6 +532,66 @@ fn copy_and_gpu_ops_run_on_their_pools() {
     assert!(names[3].starts_with("depengine-cpu-priority-"), "{names:?}");
 }
 
+/// Under the per-device executor an op pushed as `Property::Async` runs
+/// on the thread that makes it ready, without a worker's wake-up: the
+/// pushing thread when its vars are free, the worker whose completion
+/// releases it otherwise. Without the property the same body runs on a
+/// CPU worker.
+#[test]
+fn async_property_ops_run_on_the_thread_that_makes_them_ready() {
+    let engine = Engine::builder()
+        .kind(EngineKind::PerDevice)
+        .cpu_workers(2)
+        .build()
+        .unwrap();
+    let v = engine.new_var();
+    let ran_on = Arc::new(Mutex::new(Vec::<String>::new()));
+    let push_recording = |prop: Property| {
+        let ran_on = ran_on.clone();
+        engine
+            .push_async(
+                OpDesc::new("handoff").writes(&v).property(prop),
+                move |_, done| {
+                    let me = std::thread::current();
+                    ran_on
+                        .lock()
+                        .unwrap()
+                        .push(me.name().unwrap_or("unnamed").to_string());
+                    // Completed from another thread, as an async op is.
+                    std::thread::spawn(move || done.done());
+                },
+            )
+            .unwrap();
+    };
+    let pusher = std::thread::current()
+        .name()
+        .unwrap_or("unnamed")
+        .to_string();
+    // Ready at its push: it runs here.
+    push_recording(Property::Async);
+    engine.wait_for_var(&v).unwrap();
+    // Queued behind a write that a worker runs: the worker's completion
+    // makes it ready, and it runs on that worker.
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    engine
+        .push(OpDesc::new("hold").writes(&v), move |_| {
+            go_rx.recv().unwrap();
+            Ok(())
+        })
+        .unwrap();
+    push_recording(Property::Async);
+    go_tx.send(()).unwrap();
+    engine.wait_for_var(&v).unwrap();
+    // Without the property: on a worker, even when ready at its push.
+    push_recording(Property::Normal);
+    engine.wait_for_var(&v).unwrap();
+    let ran_on = ran_on.lock().unwrap();
+    assert_eq!(ran_on[0], pusher, "{ran_on:?}");
+    assert!(ran_on[1].starts_with("depengine-cpu-"), "{ran_on:?}");
+    assert!(ran_on[2].starts_with("depengine-cpu-"), "{ran_on:?}");
+    assert_eq!(v.version(), 4);
+}
+
 /// The buffers of freed vars' queues are kept for later vars up to
 /// `EngineBuilder::pooled_queue_entries`: with none kept, a few, or the
 /// default, ops on fresh vars whose queues took a freed var's buffer run
