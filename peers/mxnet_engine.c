@@ -7,7 +7,8 @@
  *
  * Vars are NDArrays (MXNDArrayCreate with delayed allocation); ops are
  * pushed with MXEnginePushSyncND (const = the vars read, mutable = the vars
- * written, the trace's priority). The engine kind and worker count come
+ * written, the trace's priority; FnProperty::kCPUPrioritized when the trace
+ * has ops of another priority than 0, kNormal otherwise). The engine kind and worker count come
  * from MXNet's own environment variables (MXNET_ENGINE_TYPE,
  * MXNET_CPU_WORKER_NTHREADS, MXNET_CPU_PRIORITY_NTHREADS), set by the
  * calling script; WORKERS is only reported.
@@ -62,6 +63,12 @@ static const int prop = 0; /* FnProperty::kNormal */
  * is ready at its push, as depengine's per-device executor does with
  * Property::Async. */
 static const int prop_async = 4;
+/* FnProperty::kCPUPrioritized, for every op of a trace that has ops of
+ * another priority than 0 (`priority`): MXNet serves priorities only in
+ * the queue of its CPU priority workers (MXNET_CPU_PRIORITY_NTHREADS, set
+ * to WORKERS by the calling script); its normal CPU queue is FIFO, where
+ * the high-priority ops would wait behind every low one. */
+static const int prop_prioritized = 3;
 
 /* mxnet::engine::CallbackOnComplete: { callback_, engine_, param_ } */
 struct mx_on_complete {
@@ -90,6 +97,7 @@ static double run(int workers) {
   for (uint32_t v = 0; v < T.nvars; v++)
     check(MXNDArrayCreate(shape, 1, 1, 0, 1, &h[v]), "MXNDArrayCreate");
   check(MXNDArrayWaitAll(), "MXNDArrayWaitAll");
+  const int *op_prop = T.nhigh > 0 ? &prop_prioritized : &prop;
   t0_ns = now_ns();
   for (uint32_t i = 0; i < T.nops; i++) {
     const uint32_t *ids = T.ids + T.off[i];
@@ -100,7 +108,7 @@ static double run(int workers) {
     for (int k = 0; k < nw; k++) wp[k] = h[ids[nr + k]];
     op_pushed(i);
     check(MXEnginePushSyncND(sync_op, (void *)(uintptr_t)i, NULL, &ctx, rp, nr,
-                             wp, nw, &prop, T.prio[i], "bench"),
+                             wp, nw, op_prop, T.prio[i], "bench"),
           "MXEnginePushSyncND");
     if (rp != r) free(rp);
     if (wp != w) free(wp);
