@@ -312,6 +312,13 @@ impl Engine {
     /// any thread. Dropping the completion unconsumed fails the op. Small
     /// bodies are stored as in [`Engine::push`].
     ///
+    /// A body that only hands its completion over (to an I/O thread, a
+    /// device, another engine) is best pushed with
+    /// [`Property::Async`](crate::Property::Async): the per-device
+    /// executor then runs it on the thread that makes it ready, with no
+    /// worker woken for a body that takes no time (`BENCHMARKS.md`,
+    /// "`roundtrip` with the op pushed as `Property::Async`").
+    ///
     /// # Errors
     ///
     /// As [`Engine::push`].
