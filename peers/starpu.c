@@ -9,11 +9,13 @@
  * submitting thread is the main thread, not a worker. Wait for all:
  * starpu_task_wait_for_all.
  *
- * roundtrip: StarPU 1.3 has no task that completes from another thread, so
- * the task on x hands a semaphore to the completing thread and blocks its
- * worker until it is posted; then starpu_data_acquire(x, R) waits for x.
+ * roundtrip: the task on x is given one end dependency
+ * (starpu_task_end_dep_add), and its body hands the task to the completing
+ * thread, which releases that dependency (starpu_task_end_dep_release): the
+ * task terminates then, from that thread, as an op completed from outside
+ * does. Then starpu_data_acquire(x, R) waits for x. With PEER_CHECK=1 each
+ * round checks that the acquire returned only after the release.
  */
-#include <semaphore.h>
 #include <starpu.h>
 
 #include "common.h"
@@ -76,16 +78,18 @@ static double run(int workers) {
   return elapsed;
 }
 
-static void post(void *token) { sem_post((sem_t *)token); }
+/* Round trips whose end dependency was released (PEER_CHECK=1). */
+static unsigned long rt_released;
+
+static void release_end(void *token) {
+  __atomic_fetch_add(&rt_released, 1, __ATOMIC_SEQ_CST);
+  starpu_task_end_dep_release((struct starpu_task *)token);
+}
 
 static void rt_fn(void *buffers[], void *arg) {
   (void)buffers;
-  sem_t s;
-  sem_init(&s, 0, 0);
-  rt_handoff(&s);
-  sem_wait(&s);
-  sem_destroy(&s);
   (void)arg;
+  rt_handoff(starpu_task_get_current());
 }
 
 static struct starpu_codelet rt_cl = {
@@ -100,14 +104,21 @@ static double roundtrip(int workers, long rounds, uint32_t body_ns) {
   (void)workers;
   starpu_data_handle_t x;
   starpu_void_data_register(&x);
-  rt_start(post, body_ns);
+  const char *c = getenv("PEER_CHECK");
+  check_on = c && *c == '1';
+  unsigned long released_before = __atomic_load_n(&rt_released, __ATOMIC_SEQ_CST);
+  rt_start(release_end, body_ns);
   double t0 = now_ns();
   for (long i = 0; i < rounds; i++) {
     struct starpu_task *task = starpu_task_create();
     task->cl = &rt_cl;
     task->handles[0] = x;
+    starpu_task_end_dep_add(task, 1);
     check_rc(starpu_task_submit(task), "starpu_task_submit");
     check_rc(starpu_data_acquire(x, STARPU_R), "starpu_data_acquire");
+    if (check_on &&
+        __atomic_load_n(&rt_released, __ATOMIC_SEQ_CST) - released_before != (unsigned long)i + 1)
+      violations++;
     starpu_data_release(x);
   }
   double elapsed = now_ns() - t0;
