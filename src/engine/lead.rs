@@ -71,17 +71,24 @@ pub(crate) const FIRST_NAP: Duration = Duration::from_micros(20);
 pub(crate) const LONGEST_NAP: Duration = Duration::from_micros(500);
 
 impl Core {
-    /// Keeps the rule above, for a push from outside the engine whose
-    /// sequence number is a multiple of [`CHECK_EVERY`]. The engine's own
-    /// threads never wait (an op that pushes ops would hold the worker
-    /// the pending ops need), nor does a thread with a batch open (its
-    /// held ops are pending and cannot complete before it closes), nor a
-    /// pusher that helps run the backlog instead
-    /// (`EngineBuilder::help_while_pushing`). Out of line: one push in
-    /// [`CHECK_EVERY`] calls it, and the others' code stays as short.
+    /// What a push from outside the engine whose sequence number is a
+    /// multiple of [`CHECK_EVERY`] looks at: a backlog left queued beside
+    /// sleeping workers (`PoolShared::wake_for_backlog`), and the lead.
+    /// Out of line: one push in [`CHECK_EVERY`] calls it, and the others'
+    /// code stays as short.
     #[cold]
     #[inline(never)]
-    pub(crate) fn keep_lead(&self) {
+    pub(crate) fn look_every_check(&self) {
+        self.wake_for_backlog();
+        self.keep_lead();
+    }
+
+    /// Keeps the rule above. The engine's own threads never wait (an op
+    /// that pushes ops would hold the worker the pending ops need), nor
+    /// does a thread with a batch open (its held ops are pending and
+    /// cannot complete before it closes), nor a pusher that helps run the
+    /// backlog instead (`EngineBuilder::help_while_pushing`).
+    fn keep_lead(&self) {
         if self.lead.limited()
             && !self.config.push_helps
             && !self.on_own_thread()

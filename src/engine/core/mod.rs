@@ -226,6 +226,13 @@ impl Core {
             .expect("executor started in Core::start")
     }
 
+    /// Wakes a sleeping worker of each pool where a backlog waits beside
+    /// it (`PoolShared::wake_for_backlog`).
+    #[cfg(not(loom))]
+    pub(crate) fn wake_for_backlog(&self) {
+        self.executor().wake_for_backlog();
+    }
+
     // ------------------------------------------------------------------
     // Vars
     // ------------------------------------------------------------------
@@ -373,7 +380,7 @@ impl Core {
         }
         #[cfg(not(loom))]
         if seq % super::lead::CHECK_EVERY == 0 && !internal {
-            self.keep_lead();
+            self.look_every_check();
         }
         Ok(())
     }

@@ -152,6 +152,18 @@ impl Executor {
         }
     }
 
+    /// Wakes a sleeper of each pool where a backlog waits beside it
+    /// (`PoolShared::wake_for_backlog`); a pushing thread's look now and
+    /// then.
+    #[cfg(not(loom))]
+    pub(crate) fn wake_for_backlog(&self) {
+        match self {
+            Executor::Naive => {}
+            Executor::Pooled(p) => p.wake_for_backlog(),
+            Executor::PerDevice(p) => p.wake_for_backlog(),
+        }
+    }
+
     /// Worker threads per pool, for reports: `(pool name, threads)`.
     pub(crate) fn pools(&self) -> Vec<(String, usize)> {
         match self {

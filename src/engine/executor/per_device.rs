@@ -117,6 +117,15 @@ impl PerDevice {
         self.all().map(|p| p.shared.awake_workers()).sum()
     }
 
+    /// [`PoolShared::wake_for_backlog`](super::PoolShared::wake_for_backlog)
+    /// on every pool.
+    #[cfg(not(loom))]
+    pub(super) fn wake_for_backlog(&self) {
+        for p in self.all() {
+            p.shared.wake_for_backlog();
+        }
+    }
+
     pub(super) fn pools(&self) -> Vec<(String, usize)> {
         self.all()
             .map(|p| (p.shared.name.clone(), p.len()))

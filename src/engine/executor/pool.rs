@@ -299,6 +299,30 @@ impl PoolShared {
         }
     }
 
+    /// Called by a pushing thread now and then (one push in
+    /// `lead::CHECK_EVERY`): wakes one sleeper while at least one op per
+    /// worker waits queued, even though somebody searches.
+    ///
+    /// A push wakes nobody while a worker searches, counting on that
+    /// worker to find its op. A searcher that has no CPU cannot: on a
+    /// machine with fewer CPUs than threads, it can wait behind the
+    /// pushing thread for a scheduler slice while the other worker sleeps
+    /// on an idle CPU, and every op pushed meanwhile waits too (on 2
+    /// cores, `priority` with 2 workers started its first op 120-310 µs
+    /// into the run in some processes, after the last push,
+    /// `BENCHMARKS.md`). This look bounds that wait by the pushes between
+    /// two looks; a woken worker that finds more queued hands the wake-up
+    /// on as after any wake-up. Where the workers keep up, nothing is
+    /// queued and the look costs two loads.
+    #[cfg(not(loom))]
+    pub(crate) fn wake_for_backlog(&self) {
+        let queued =
+            self.injector.len() + self.pushers.len() + self.prio_len.load(Ordering::Relaxed);
+        if queued >= self.workers() {
+            self.sleep.wake_one_anyway();
+        }
+    }
+
     fn has_work(&self) -> bool {
         self.prio_len.load(Ordering::SeqCst) > 0
             || !self.injector.is_empty()
@@ -634,6 +658,34 @@ mod tests {
             2,
             "a burst: still two per hand-on"
         );
+    }
+
+    #[test]
+    fn a_backlog_beside_a_sleeper_wakes_it_though_somebody_searches() {
+        // Worker 0 counts as searching (and, in the case this is for, has
+        // no CPU); workers 1 and 2 sleep.
+        let backlog = |queued: usize| {
+            let shared = asleep_but(1, 3, SearchConfig::default());
+            assert!(shared.sleep.try_start_searching(shared.max_searching));
+            for _ in 0..queued {
+                shared.injector.push(OpPtr(NonNull::dangling()));
+            }
+            // A push wakes nobody: somebody searches.
+            shared.sleep.notify();
+            assert_eq!(shared.sleep.sleepers(), 2);
+            shared.wake_for_backlog();
+            shared.sleep.sleepers()
+        };
+        assert_eq!(backlog(2), 2, "fewer ops than workers: nobody woken");
+        assert_eq!(backlog(3), 1, "one op per worker: one woken");
+        assert_eq!(backlog(300), 1, "one per look; the woken one hands on");
+        // With nobody asleep there is nobody to wake.
+        let (shared, _) = PoolShared::new("test", 2, false, SearchConfig::default());
+        for _ in 0..10 {
+            shared.injector.push(OpPtr(NonNull::dangling()));
+        }
+        shared.wake_for_backlog();
+        assert_eq!(shared.sleep.sleepers(), 0);
     }
 
     #[test]

@@ -49,6 +49,15 @@ impl Pooled {
         self.workers.shared.awake_workers() + self.io.shared.awake_workers()
     }
 
+    /// [`PoolShared::wake_for_backlog`](super::PoolShared::wake_for_backlog)
+    /// on every pool.
+    #[cfg(not(loom))]
+    pub(super) fn wake_for_backlog(&self) {
+        for p in [&self.workers, &self.io].into_iter() {
+            p.shared.wake_for_backlog();
+        }
+    }
+
     pub(super) fn pools(&self) -> Vec<(String, usize)> {
         [&self.workers, &self.io]
             .iter()

@@ -158,6 +158,17 @@ impl Sleep {
         }
     }
 
+    /// Wakes one sleeper, if any, whether or not somebody searches: for
+    /// work that a searcher was counted on to find and has not
+    /// (`PoolShared::wake_for_backlog`). Like every wake-up here it only
+    /// adds one, so the argument above is untouched.
+    #[cfg(any(not(loom), test))]
+    pub(crate) fn wake_one_anyway(&self) {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.wake(1);
+        }
+    }
+
     /// Becomes a searcher unless `max` workers already search; a worker
     /// that may not search goes to sleep at once (see the module docs).
     pub(crate) fn try_start_searching(&self, max: usize) -> bool {
@@ -492,6 +503,33 @@ mod loom_models {
         // workers that take the last item race the pushes' own, which
         // they make rarer; no item may be left beside a sleeper.
         model(|| run_holding_keeping(1, true, push_three_one_by_one));
+    }
+
+    #[test]
+    fn a_backlog_reaches_a_sleeper_while_the_searcher_has_no_cpu() {
+        // `PoolShared::wake_for_backlog`: worker 0 counts as searching but
+        // does not run (it has no CPU) until worker 1 has taken the item,
+        // so the push's own notify wakes nobody; the pushing thread's look
+        // at the backlog must reach worker 1 whether it sleeps already or
+        // is on its way to. Without that look, a worker 1 asleep before
+        // the push is never woken: a deadlock, which loom reports.
+        model(|| {
+            let s = Arc::new(Sleep::new(2));
+            let items = Arc::new(AtomicUsize::new(0));
+            assert!(s.try_start_searching(1));
+            let w1 = {
+                let (s, items) = (s.clone(), items.clone());
+                thread::spawn(move || worker(&s, &items, 1, 1, false))
+            };
+            items.fetch_add(1, Ordering::SeqCst);
+            s.notify();
+            if items.load(Ordering::SeqCst) >= 1 {
+                s.wake_one_anyway();
+            }
+            w1.join().unwrap();
+            s.stop_searching();
+            assert_eq!(items.load(Ordering::SeqCst), 0);
+        });
     }
 
     #[test]
