@@ -308,12 +308,12 @@ impl PoolShared {
     /// machine with fewer CPUs than threads, it can wait behind the
     /// pushing thread for a scheduler slice while the other worker sleeps
     /// on an idle CPU, and every op pushed meanwhile waits too (on 2
-    /// cores, `priority` with 2 workers started its first op 120-310 µs
-    /// into the run in some processes, after the last push,
-    /// `BENCHMARKS.md`). This look bounds that wait by the pushes between
-    /// two looks; a woken worker that finds more queued hands the wake-up
-    /// on as after any wake-up. Where the workers keep up, nothing is
-    /// queued and the look costs two loads.
+    /// cores, `priority` with 2 workers started no op before its last
+    /// push in many runs: `BENCHMARKS.md`, "A backlog beside a sleeper,
+    /// woken every 256 pushes"). This look bounds that wait by the pushes
+    /// between two looks; a woken worker that finds more queued hands the
+    /// wake-up on as after any wake-up. Where the workers keep up, nothing
+    /// is queued and the look costs a few loads.
     #[cfg(not(loom))]
     pub(crate) fn wake_for_backlog(&self) {
         let queued =
