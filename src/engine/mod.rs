@@ -313,11 +313,11 @@ impl Engine {
     /// bodies are stored as in [`Engine::push`].
     ///
     /// A body that only hands its completion over (to an I/O thread, a
-    /// device, another engine) is best pushed with
-    /// [`Property::Async`]: the per-device
-    /// executor then runs it on the thread that makes it ready, with no
-    /// worker woken for a body that takes no time (`BENCHMARKS.md`,
-    /// "`roundtrip` with the op pushed as `Property::Async`").
+    /// device, another engine) is best pushed with [`Property::Async`]:
+    /// the per-device executor then runs it on the thread that makes it
+    /// ready, with no worker woken for a body that takes no time
+    /// (`BENCHMARKS.md`, "`roundtrip` with the op pushed as
+    /// `Property::Async`").
     ///
     /// # Errors
     ///

@@ -43,24 +43,27 @@ impl Pooled {
         self.io.stop_and_join();
     }
 
+    fn all(&self) -> impl Iterator<Item = &WorkerPool> {
+        [&self.workers, &self.io].into_iter()
+    }
+
     /// Workers of both pools that do not sleep (a hint).
     #[cfg(not(loom))]
     pub(super) fn awake_workers(&self) -> usize {
-        self.workers.shared.awake_workers() + self.io.shared.awake_workers()
+        self.all().map(|p| p.shared.awake_workers()).sum()
     }
 
     /// [`PoolShared::wake_for_backlog`](super::PoolShared::wake_for_backlog)
     /// on every pool.
     #[cfg(not(loom))]
     pub(super) fn wake_for_backlog(&self) {
-        for p in [&self.workers, &self.io].into_iter() {
+        for p in self.all() {
             p.shared.wake_for_backlog();
         }
     }
 
     pub(super) fn pools(&self) -> Vec<(String, usize)> {
-        [&self.workers, &self.io]
-            .iter()
+        self.all()
             .map(|p| (p.shared.name.clone(), p.len()))
             .collect()
     }
