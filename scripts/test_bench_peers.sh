@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks of scripts/bench-peers.sh's DEADLINE on a tiny run of the release
-# binary that `cargo test --release` built (run by .ci/run after it).
+# binary that `cargo test --release` built, and of scripts/profile-push.sh
+# through a stand-in for perf (run by .ci/run after the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${DEPENGINE:-${CARGO_TARGET_DIR:-target}/release/depengine}
@@ -32,3 +33,48 @@ grep -q 'skipped-deadline' <<<"$out" && fail "DEADLINE=3600 skipped a line:"$'\n
 if out=$(DEADLINE=1.5 tiny 2>&1); then fail "DEADLINE=1.5 was accepted"; fi
 grep -q "DEADLINE must be a whole number" <<<"$out" || fail "no clear error for DEADLINE=1.5: $out"
 echo "bench-peers.sh DEADLINE: 3 checks passed"
+
+# scripts/profile-push.sh, through a stand-in for perf that records
+# nothing and reports canned samples: the script's own logic (which
+# symbols it annotates, what it writes, how it fails) is what is checked.
+FAKE=$PEERS/fake-perf
+cat >"$FAKE" <<'PERF'
+#!/usr/bin/env bash
+cmd=$1; shift
+case $cmd in
+  record)
+    while [[ $1 != -- ]]; do [[ $1 == -o ]] && out=$2; shift; done
+    shift; : >"$out"; exec "$@" ;;
+  report)
+    if [[ " $* " == *" --comm "* && " $* " == *" -g none "* ]]; then
+      printf '    40.00%%  [.] depengine::engine::core::Core::push_to\n'
+      printf '    20.00%%  [.] __vdso_clock_gettime\n'
+      printf '     9.00%%  [.] depengine::engine::executor::pool::PoolShared::enqueue\n'
+    else
+      printf '    40.00%%  depengine  [.] depengine::engine::core::Core::push_to\n'
+    fi ;;
+  annotate)
+    printf '    0.50 :   1000: mov    %%rax,%%rbx\n   12.00 :   1004: lock xadd %%rax,(%%rcx)\n' ;;
+esac
+PERF
+chmod +x "$FAKE"
+prof=$PEERS/profile
+out=$(PERF=$FAKE DEPENGINE=$BIN scripts/profile-push.sh "$prof" --workload indep --workers 1 --ops 200 --runs 1 2>&1) ||
+  fail "profile-push.sh failed:"$'\n'"$out"
+grep -q '^workload=indep .*ns_per_op=' "$prof/line.txt" || fail "no bench line in line.txt: $(cat "$prof/line.txt")"
+[[ -f $prof/annotate-1.txt && -f $prof/annotate-2.txt && ! -e $prof/annotate-3.txt ]] ||
+  fail "profile-push.sh should annotate the engine's two symbols only: $(ls "$prof")"
+grep -q 'Core::push_to' "$prof/annotate-1.txt" && grep -q 'PoolShared::enqueue' "$prof/annotate-2.txt" ||
+  fail "annotations in the wrong order"
+[[ $(sed -n 3p "$prof/annotate-1.txt") == *'12.00 :   1004: lock xadd'* ]] ||
+  fail "the hot instruction should head annotate-1.txt:"$'\n'"$(head -4 "$prof/annotate-1.txt")"
+# A perf that cannot record: said, and no failure for the batch around it.
+out=$(PERF=false DEPENGINE=$BIN scripts/profile-push.sh "$PEERS/noperf" --workload indep --ops 200 2>&1) ||
+  fail "a perf that cannot record should not fail the script: $out"
+grep -q 'perf record failed' <<<"$out" || fail "no word of the failed record: $out"
+# A binary that is not there: refused.
+if out=$(PERF=$FAKE DEPENGINE=$PEERS/none scripts/profile-push.sh "$PEERS/x" 2>&1); then
+  fail "a missing DEPENGINE was accepted"
+fi
+grep -q 'is not an executable' <<<"$out" || fail "no clear error for a missing DEPENGINE: $out"
+echo "profile-push.sh: 3 checks passed"
