@@ -18,6 +18,7 @@ pub(crate) mod naive;
 pub(crate) mod per_device;
 mod pool;
 pub(crate) mod pooled;
+mod push_ring;
 mod pusher_queues;
 pub(crate) mod search_config;
 mod sleep;

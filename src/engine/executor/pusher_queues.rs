@@ -8,22 +8,27 @@
 //! instructions per op (the compare-and-swap of the tail index and the
 //! slot's ready mark) on lines the idle workers keep reading while they
 //! look for work, so each push waits for those lines to come back from the
-//! workers' cores. The owner's end of a crossbeam `Worker` deque pushes
-//! with plain stores: the lines still move, but the pusher no longer
-//! stalls on them. At 2 workers that made `indep`, `indep-novars` and
-//! `wavefront` 15–39% faster in an interleaved A/B
+//! workers' cores. A queue of the pusher's own pushes with plain stores:
+//! the lines still move, but the pusher no longer stalls on them. At 2
+//! workers a crossbeam `Worker` deque there made `indep`, `indep-novars`
+//! and `wavefront` 15–39% faster in an interleaved A/B
 //! (`BENCHMARKS-HISTORY.md`, "Ready ops in the pushing thread's own
-//! queue").
+//! queue"); the ring of `push_ring.rs`, whose push reads no line the
+//! workers write, made the empty `indep`, `indep-novars` and `random`
+//! another 12–21% faster at the medians (`BENCHMARKS.md`, "The pushing
+//! thread's queue as a ring").
 //!
 //! Only pools of at most two workers hand these queues out (the caller
-//! decides, `PusherQueues::new`). With more workers the queue's one line
-//! of indices is where it loses: crossbeam keeps the stealers' front index
-//! beside the owner's back index, so every batch a worker steals takes
-//! the pusher's line away, and the more workers steal one op at a time,
-//! the more pushes miss on it. On a 16-core machine a pool of 4, 8 or 16
-//! workers fed through the injector instead was faster on most rows
-//! (`indep` with 1 µs bodies at 16 workers: efficiency 0.11–0.13 against
-//! 0.08–0.09; `BENCHMARKS.md`, "Pusher queues at 4–16 workers").
+//! decides, `PusherQueues::new`). With more workers, crossbeam's deque
+//! lost to the injector: it keeps the stealers' front index beside the
+//! owner's back index and reads it on every push, so every batch a worker
+//! steals took the pusher's line away, and the more workers stole one op
+//! at a time, the more pushes missed on it. On a 16-core machine a pool
+//! of 4, 8 or 16 workers fed through the injector instead was faster on
+//! most rows (`indep` with 1 µs bodies at 16 workers: efficiency
+//! 0.11–0.13 against 0.08–0.09; `BENCHMARKS.md`, "Pusher queues at 4–16
+//! workers"). The ring has no such line; whether it wins there is still
+//! to measure.
 //!
 //! # Rules
 //!
@@ -32,7 +37,8 @@
 //!   (through a queue of its own they made `fan` 1.5 times slower, the
 //!   ops a completion releases no longer spreading from the injector).
 //! * A pool has [`QUEUES`] of them, claimed once each, by the first
-//!   threads that push to it; later threads use the injector. A thread that
+//!   threads that push to it; later threads use the injector, and so
+//!   does a push that finds its thread's queue full ([`RING_CAPACITY`]). A thread that
 //!   ends leaves its queue's ops where the workers still steal them (the
 //!   pool holds the stealing end), so nothing it pushed is lost.
 //! * A thread keeps its queues in a thread-local list keyed by the pool's
@@ -58,23 +64,42 @@ pub(crate) const QUEUES: usize = 8;
 #[cfg(not(loom))]
 const REMEMBERED: usize = 16;
 
+/// Ops one pushing thread's queue holds (128 KiB of pointers); a push
+/// that finds it full goes to the injector. Twice what a pool of two
+/// workers lets be pending by default (`EngineBuilder::max_lead`, 4,096
+/// per worker): with the default lead, the queue is not what fills.
+#[cfg(not(loom))]
+const RING_CAPACITY: usize = 16_384;
+
 #[cfg(not(loom))]
 mod imp {
     use std::cell::RefCell;
     use std::sync::OnceLock;
 
-    use crossbeam_deque::{Stealer, Worker};
+    use crossbeam_deque::Worker;
 
-    use super::{OpPtr, QUEUES, REMEMBERED};
+    use super::super::push_ring::{ring, Consumer, Producer, RingItem};
+    use super::{OpPtr, QUEUES, REMEMBERED, RING_CAPACITY};
+    use crate::engine::op::OpBlock;
     use crate::sync::steal_settled;
     use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
+
+    impl RingItem for OpPtr {
+        type Target = OpBlock;
+        fn into_raw(self) -> *mut OpBlock {
+            self.0.as_ptr()
+        }
+        fn from_raw(raw: *mut OpBlock) -> Self {
+            OpPtr(std::ptr::NonNull::new(raw).expect("a ring holds only the ops pushed to it"))
+        }
+    }
 
     static NEXT_POOL: AtomicU64 = AtomicU64::new(0);
 
     std::thread_local! {
         /// This thread's queues: (pool id, its queue, or `None` once the
         /// pool had none left for it).
-        static MINE: RefCell<Vec<(u64, Option<Worker<OpPtr>>)>> = const { RefCell::new(Vec::new()) };
+        static MINE: RefCell<Vec<(u64, Option<Producer<OpPtr>>)>> = const { RefCell::new(Vec::new()) };
         /// Set on a pool's worker threads, which never use these queues.
         static IS_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
@@ -82,12 +107,9 @@ mod imp {
     /// Pushes `op` on the thread's queue, or hands it back when the pool had
     /// none left for this thread.
     #[inline(always)]
-    fn push_or_hand_back(q: &Option<Worker<OpPtr>>, op: OpPtr) -> Result<(), OpPtr> {
+    fn push_or_hand_back(q: &mut Option<Producer<OpPtr>>, op: OpPtr) -> Result<(), OpPtr> {
         match q {
-            Some(q) => {
-                q.push(op);
-                Ok(())
-            }
+            Some(q) => q.push(op),
             None => Err(op),
         }
     }
@@ -98,7 +120,7 @@ mod imp {
         /// Queues this pool hands out: [`QUEUES`], or none.
         limit: usize,
         claimed: AtomicUsize,
-        slots: [OnceLock<Stealer<OpPtr>>; QUEUES],
+        slots: [OnceLock<Consumer<OpPtr>>; QUEUES],
     }
 
     impl PusherQueues {
@@ -132,11 +154,11 @@ mod imp {
             }
             MINE.try_with(|mine| {
                 let mut mine = mine.borrow_mut();
-                if let Some((_, q)) = mine.iter().find(|(id, _)| *id == self.id) {
+                if let Some((_, q)) = mine.iter_mut().find(|(id, _)| *id == self.id) {
                     return push_or_hand_back(q, op);
                 }
-                let q = self.claim();
-                let pushed = push_or_hand_back(&q, op);
+                let mut q = self.claim();
+                let pushed = push_or_hand_back(&mut q, op);
                 if mine.len() >= REMEMBERED {
                     mine.remove(0);
                 }
@@ -147,18 +169,18 @@ mod imp {
         }
 
         /// A queue of this pool for the calling thread, if one is left.
-        pub(super) fn claim(&self) -> Option<Worker<OpPtr>> {
+        pub(super) fn claim(&self) -> Option<Producer<OpPtr>> {
             let i = self.claimed.fetch_add(1, Ordering::Relaxed);
             if i >= self.limit {
                 return None;
             }
-            let q = Worker::new_fifo();
+            let (producer, consumer) = ring(RING_CAPACITY);
             // The slot is this thread's alone (the index was claimed above).
-            let _ = self.slots[i].set(q.stealer());
-            Some(q)
+            let _ = self.slots[i].set(consumer);
+            Some(producer)
         }
 
-        fn stealers(&self) -> impl Iterator<Item = &Stealer<OpPtr>> {
+        fn stealers(&self) -> impl Iterator<Item = &Consumer<OpPtr>> {
             let n = self.claimed.load(Ordering::Relaxed).min(self.limit);
             self.slots[..n].iter().filter_map(OnceLock::get)
         }
@@ -176,12 +198,12 @@ mod imp {
 
         /// True when no pusher's queue holds an op.
         pub(crate) fn is_empty(&self) -> bool {
-            self.stealers().all(Stealer::is_empty)
+            self.stealers().all(Consumer::is_empty)
         }
 
         /// Ops in the pushers' queues.
         pub(crate) fn len(&self) -> usize {
-            self.stealers().map(Stealer::len).sum()
+            self.stealers().map(Consumer::len).sum()
         }
     }
 }
