@@ -44,6 +44,10 @@
 //! Slots are atomics, so a consumer that copies a slot the producer is
 //! overwriting reads one value or the other, and its swap fails.
 
+// Under loom the pools keep to the injector (`pusher_queues.rs`): the
+// ring is there only for its own model.
+#![cfg_attr(loom, allow(dead_code))]
+
 use std::ptr;
 
 use crate::sync::deque::{Steal, Worker};
