@@ -270,10 +270,12 @@ fn search_settings_name_their_system_and_bad_ones_are_refused() {
         "2",
         "--linger-through-pushes",
         "--keep-one-searching",
+        "--pusher-queues-up-to",
+        "4",
     ]);
     assert_eq!(
         field(&line, "system"),
-        "depengine-per-device-search2-lingerpush-keepsearch"
+        "depengine-per-device-search2-lingerpush-keepsearch-pq4"
     );
     assert_eq!(field(&line, "ops"), "2000");
     let err = refused(&["--workload", "indep", "--ops", "10", "--max-searching", "0"]);

@@ -37,6 +37,10 @@ struct Variant {
     /// sleeper to search in its place when it finds work
     /// (`keep_one_searching`).
     keeping_one_searching: bool,
+    /// Every pushing thread queues its ready ops on a queue of its own in
+    /// pools of up to 4 workers too (`pusher_queues_up_to`), not only in
+    /// pools of two.
+    pusher_queues: bool,
 }
 
 type BoxedBody = Box<dyn FnOnce(&OpCtx<'_>) -> OpResult + Send>;
@@ -60,6 +64,7 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
         pushing,
         searching_tuned,
         keeping_one_searching,
+        pusher_queues,
     } = variant;
     let mut builder = Engine::builder()
         .kind(kind)
@@ -74,6 +79,9 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
     }
     if keeping_one_searching {
         builder = builder.max_searching(1).keep_one_searching(true);
+    }
+    if pusher_queues {
+        builder = builder.pusher_queues_up_to(4);
     }
     let engine = builder.build().unwrap();
     let vars: Arc<Vec<Var>> = Arc::new((0..VARS).map(|_| engine.new_var()).collect());
@@ -296,6 +304,18 @@ fn stress_per_device_4_keeping_one_searching() {
         4,
         Variant {
             keeping_one_searching: true,
+            ..Variant::default()
+        },
+    );
+}
+
+#[test]
+fn stress_per_device_4_with_pusher_queues() {
+    stress_variant(
+        EngineKind::PerDevice,
+        4,
+        Variant {
+            pusher_queues: true,
             ..Variant::default()
         },
     );

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::sync::cpu_count;
 
 use super::error::BuildError;
-use super::executor::search_config::{SearchConfig, MAX_LINGER};
+use super::executor::search_config::{SearchConfig, DEFAULT_PUSHER_QUEUES_UP_TO, MAX_LINGER};
 use super::Engine;
 
 /// Which executor runs ready ops.
@@ -114,6 +114,7 @@ pub struct EngineBuilder {
     linger: Option<Duration>,
     linger_through_pushes: bool,
     keep_one_searching: bool,
+    pusher_queues_up_to: Option<usize>,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -514,6 +515,40 @@ impl EngineBuilder {
         self
     }
 
+    /// Pools of at most `workers` workers give each pushing thread (the
+    /// first 8 that push to the pool) a queue of its own for the ops that
+    /// are ready at its push, which the workers look in before the pool's
+    /// shared queue; larger pools take those ops on the shared queue.
+    /// Default 2; 0: no pool does.
+    ///
+    /// A thread's own queue spares its pushes the locked instructions of
+    /// the shared queue, on lines the searching workers read. At 2
+    /// workers on 2 cores, a crossbeam deque there made the empty
+    /// `indep`, `indep-novars` and `wavefront` 15–39% faster than the
+    /// shared queue, and the ring it is now (`push_ring.rs`) the empty
+    /// rows whose ops are ready at their push another 12–19%
+    /// (`BENCHMARKS.md`, "The pushing thread's queue as a ring"). On a
+    /// 16-core machine the deque lost to the shared queue from 4 workers
+    /// on (its push read a line the stealers write); the ring has not been
+    /// measured there, which is what this setting is for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().cpu_workers(4).pusher_queues_up_to(4).build().unwrap();
+    /// let vars: Vec<_> = (0..1000).map(|_| engine.new_var()).collect();
+    /// for v in &vars {
+    ///     engine.push(OpDesc::new("fill").writes(v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// assert!(vars.iter().all(|v| v.version() == 1));
+    /// ```
+    pub fn pusher_queues_up_to(mut self, workers: usize) -> Self {
+        self.pusher_queues_up_to = Some(workers);
+        self
+    }
+
     /// Fills the settings still unset from the process environment.
     ///
     /// # Errors
@@ -640,6 +675,9 @@ impl EngineBuilder {
                 linger,
                 linger_through_pushes: self.linger_through_pushes,
                 keep_one_searching: self.keep_one_searching,
+                pusher_queues_up_to: self
+                    .pusher_queues_up_to
+                    .unwrap_or(DEFAULT_PUSHER_QUEUES_UP_TO),
             },
         })
     }
@@ -670,6 +708,7 @@ mod tests {
             .linger(Duration::ZERO)
             .linger_through_pushes(true)
             .keep_one_searching(true)
+            .pusher_queues_up_to(16)
             .resolve()
             .unwrap();
         assert_eq!(
@@ -679,6 +718,7 @@ mod tests {
                 linger: Duration::ZERO,
                 linger_through_pushes: true,
                 keep_one_searching: true,
+                pusher_queues_up_to: 16,
             }
         );
     }

@@ -129,6 +129,12 @@ pub(crate) struct BenchArgs {
     /// line's system gets `-keepsearch`.
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
     keep_one_searching: bool,
+    /// Pools of at most N workers give each pushing thread a queue of its
+    /// own for the ops ready at its push (`EngineBuilder::pusher_queues_up_to`;
+    /// default: the library's, 2; 0: none). Given, the line's system gets
+    /// `-pq<N>`.
+    #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
+    pusher_queues_up_to: Option<usize>,
     /// Report where the threads spent each timed run, from each thread's
     /// CPU clock and the scheduler's run-queue time (Linux only; read
     /// before the clock starts and after it stops): `worker_cpu`, the
@@ -258,6 +264,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     builder = builder.linger_through_pushes(args.linger_through_pushes);
     builder = builder.keep_one_searching(args.keep_one_searching);
+    if let Some(n) = args.pusher_queues_up_to {
+        builder = builder.pusher_queues_up_to(n);
+    }
     let mut engine = builder.build()?;
     // The naive executor runs every op on the thread that makes it ready,
     // and a serial scope on the thread that pushes it: the pushing thread
@@ -314,6 +323,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.keep_one_searching {
         system += "-keepsearch";
+    }
+    if let Some(n) = args.pusher_queues_up_to {
+        system += &format!("-pq{n}");
     }
 
     let mut ns = Vec::with_capacity(args.runs);

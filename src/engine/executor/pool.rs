@@ -40,11 +40,6 @@ use super::pusher_queues::PusherQueues;
 use super::search_config::SearchConfig;
 use super::sleep::Sleep;
 
-/// Pools of at most this many workers give pushing threads queues of their
-/// own (`pusher_queues.rs`, which says why); larger ones take every push
-/// on the injector.
-const PUSHER_QUEUES_UP_TO_WORKERS: usize = 2;
-
 struct PrioEntry {
     priority: i32,
     seq: u64,
@@ -115,7 +110,10 @@ impl PoolShared {
         let shared = PoolShared {
             name: name.to_string(),
             injector: Injector::new(),
-            pushers: PusherQueues::new(workers <= PUSHER_QUEUES_UP_TO_WORKERS),
+            // Pools up to the setting's size give pushing threads queues
+            // of their own (`pusher_queues.rs`, which says why); larger
+            // ones take every push on the injector.
+            pushers: PusherQueues::new(workers <= search.pusher_queues_up_to),
             stealers: locals.iter().map(|w| w.stealer()).collect(),
             ahead: (0..workers)
                 .map(|_| CachePadded::new(Ahead::new()))
@@ -686,6 +684,27 @@ mod tests {
         }
         shared.wake_for_backlog();
         assert_eq!(shared.sleep.sleepers(), 0);
+    }
+
+    #[test]
+    fn pools_up_to_the_setting_give_pushing_threads_queues() {
+        // This test's thread is no worker: it may take a pool's queue.
+        // The op is never run, so it points nowhere.
+        let op = OpPtr(NonNull::dangling());
+        let takes = |workers: usize, search: SearchConfig| {
+            let (shared, _) = PoolShared::new("test", workers, false, search);
+            shared.pushers.push(op).is_ok()
+        };
+        let d = SearchConfig::default();
+        assert!(takes(2, d), "two workers: a queue by default");
+        assert!(!takes(3, d), "three: the injector by default");
+        let up_to = |n| SearchConfig {
+            pusher_queues_up_to: n,
+            ..d
+        };
+        assert!(takes(16, up_to(16)));
+        assert!(!takes(17, up_to(16)));
+        assert!(!takes(1, up_to(0)), "0: no pool hands queues out");
     }
 
     #[test]

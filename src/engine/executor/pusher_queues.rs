@@ -18,8 +18,9 @@
 //! another 12–21% faster at the medians (`BENCHMARKS.md`, "The pushing
 //! thread's queue as a ring").
 //!
-//! Only pools of at most two workers hand these queues out (the caller
-//! decides, `PusherQueues::new`). With more workers, crossbeam's deque
+//! Only pools of at most two workers hand these queues out, unless
+//! `EngineBuilder::pusher_queues_up_to` says otherwise (the pool decides,
+//! `PusherQueues::new`). With more workers, crossbeam's deque
 //! lost to the injector: it keeps the stealers' front index beside the
 //! owner's back index and reads it on every push, so every batch a worker
 //! steals took the pusher's line away, and the more workers stole one op
@@ -28,7 +29,7 @@
 //! most rows (`indep` with 1 µs bodies at 16 workers: efficiency
 //! 0.11–0.13 against 0.08–0.09; `BENCHMARKS.md`, "Pusher queues at 4–16
 //! workers"). The ring has no such line; whether it wins there is still
-//! to measure.
+//! to measure, with that setting.
 //!
 //! # Rules
 //!

@@ -12,6 +12,10 @@ use std::time::Duration;
 /// keeps looking past its back-off.
 pub const DEFAULT_LINGER: Duration = Duration::from_micros(50);
 
+/// Default of [`crate::EngineBuilder::pusher_queues_up_to`]: pools of at
+/// most this many workers give pushing threads queues of their own.
+pub(crate) const DEFAULT_PUSHER_QUEUES_UP_TO: usize = 2;
+
 /// Longest linger [`crate::EngineBuilder::linger`] accepts: a searcher
 /// holds its CPU meanwhile, yielding between looks.
 pub(crate) const MAX_LINGER: Duration = Duration::from_secs(1);
@@ -31,6 +35,10 @@ pub(crate) struct SearchConfig {
     /// Whether the last searcher to find work wakes a sleeper to search
     /// in its place (`pool.rs`, `PoolShared::wake_another_if_more`).
     pub(crate) keep_one_searching: bool,
+    /// Pools of at most this many workers give each pushing thread a
+    /// queue of its own, which the workers look in before the injector
+    /// (`pusher_queues.rs`).
+    pub(crate) pusher_queues_up_to: usize,
 }
 
 impl Default for SearchConfig {
@@ -40,6 +48,7 @@ impl Default for SearchConfig {
             linger: DEFAULT_LINGER,
             linger_through_pushes: false,
             keep_one_searching: false,
+            pusher_queues_up_to: DEFAULT_PUSHER_QUEUES_UP_TO,
         }
     }
 }
