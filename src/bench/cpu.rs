@@ -551,23 +551,4 @@ mod tests {
         assert!(thread_cpu_ns(me).unwrap() > t1);
         std::hint::black_box(x);
     }
-
-    #[test]
-    fn runs_carry_cpu_use_only_while_accounting_is_on() {
-        use super::super::{run_trace, Spec, Workload};
-        let engine = crate::Engine::builder().cpu_workers(1).build().unwrap();
-        let trace = Spec::new(Workload::Indep, 1000).trace();
-        let off = run_trace(&engine, &trace, None).unwrap();
-        assert!(off.cpu.is_none());
-        let pool = engine.pools()[0].0.clone();
-        account_cpu(Some(&pool));
-        let on = run_trace(&engine, &trace, None);
-        account_cpu(None);
-        let on = on.unwrap();
-        if cpu_accounting_supported() {
-            let cpu = on.cpu.expect("accounting on: the run has its CPU use");
-            assert_eq!(cpu.workers, 1, "{cpu:?}");
-            assert!(cpu.pusher_ns > 0, "{cpu:?}");
-        }
-    }
 }

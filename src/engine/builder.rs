@@ -526,7 +526,7 @@ impl EngineBuilder {
     /// workers on 2 cores, a crossbeam deque there made the empty
     /// `indep`, `indep-novars` and `wavefront` 15–39% faster than the
     /// shared queue, and the ring it is now (`push_ring.rs`) the empty
-    /// rows whose ops are ready at their push another 12–19%
+    /// rows whose ops are ready at their push another 10–19%
     /// (`BENCHMARKS.md`, "The pushing thread's queue as a ring"). On a
     /// 16-core machine the deque lost to the shared queue from 4 workers
     /// on (its push read a line the stealers write); the ring has not been

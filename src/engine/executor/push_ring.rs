@@ -204,25 +204,27 @@ impl<T: RingItem> Consumer<T> {
     }
 }
 
+/// Items for the tests and the loom model: the numbers 1, 2, 3, ... as
+/// pointers, never dereferenced, only compared.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct N(usize);
+
+#[cfg(test)]
+impl RingItem for N {
+    type Target = u8;
+    fn into_raw(self) -> *mut u8 {
+        ptr::without_provenance_mut(self.0)
+    }
+    fn from_raw(raw: *mut u8) -> Self {
+        N(raw.addr())
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::sync::steal_settled;
-
-    /// Items that are the numbers 1, 2, 3, ... as pointers: never
-    /// dereferenced, only compared.
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    struct N(usize);
-
-    impl RingItem for N {
-        type Target = u8;
-        fn into_raw(self) -> *mut u8 {
-            ptr::without_provenance_mut(self.0)
-        }
-        fn from_raw(raw: *mut u8) -> Self {
-            N(raw.addr())
-        }
-    }
 
     #[test]
     fn items_come_out_in_push_order_across_the_wrap() {
@@ -342,19 +344,6 @@ mod tests {
 mod loom_models {
     use super::*;
     use crate::sync::{loom_model, steal_settled};
-
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    struct N(usize);
-
-    impl RingItem for N {
-        type Target = u8;
-        fn into_raw(self) -> *mut u8 {
-            ptr::without_provenance_mut(self.0)
-        }
-        fn from_raw(raw: *mut u8) -> Self {
-            N(raw.addr())
-        }
-    }
 
     /// A ring of two, three items, and two consumers (one stealing one at
     /// a time, one in batches) racing the producer through the wrap: each

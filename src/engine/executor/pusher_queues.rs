@@ -8,14 +8,14 @@
 //! instructions per op (the compare-and-swap of the tail index and the
 //! slot's ready mark) on lines the idle workers keep reading while they
 //! look for work, so each push waits for those lines to come back from the
-//! workers' cores. A queue of the pusher's own pushes with plain stores:
-//! the lines still move, but the pusher no longer stalls on them. At 2
-//! workers a crossbeam `Worker` deque there made `indep`, `indep-novars`
-//! and `wavefront` 15–39% faster in an interleaved A/B
+//! workers' cores. A queue of the pusher's own takes its pushes with
+//! plain stores: the lines still move, but the pusher no longer stalls on
+//! them. At 2 workers a crossbeam `Worker` deque there made `indep`,
+//! `indep-novars` and `wavefront` 15–39% faster in an interleaved A/B
 //! (`BENCHMARKS-HISTORY.md`, "Ready ops in the pushing thread's own
 //! queue"); the ring of `push_ring.rs`, whose push reads no line the
 //! workers write, made the empty `indep`, `indep-novars` and `random`
-//! another 12–21% faster at the medians (`BENCHMARKS.md`, "The pushing
+//! another 10–19% faster at the medians (`BENCHMARKS.md`, "The pushing
 //! thread's queue as a ring").
 //!
 //! Only pools of at most two workers hand these queues out, unless
@@ -39,9 +39,10 @@
 //!   ops a completion releases no longer spreading from the injector).
 //! * A pool has [`QUEUES`] of them, claimed once each, by the first
 //!   threads that push to it; later threads use the injector, and so
-//!   does a push that finds its thread's queue full ([`RING_CAPACITY`]). A thread that
-//!   ends leaves its queue's ops where the workers still steal them (the
-//!   pool holds the stealing end), so nothing it pushed is lost.
+//!   does a push that finds its thread's queue full ([`RING_CAPACITY`]).
+//!   A thread that ends leaves its queue's ops where the workers still
+//!   steal them (the pool holds the stealing end), so nothing it pushed
+//!   is lost.
 //! * A thread keeps its queues in a thread-local list keyed by the pool's
 //!   id (never reused, unlike an address). The list keeps the queues of at
 //!   most [`REMEMBERED`] pools; a thread that pushes to more engines drops
