@@ -48,61 +48,50 @@
 // ring is there only for its own model.
 #![cfg_attr(loom, allow(dead_code))]
 
-use std::ptr;
+use std::ptr::{self, NonNull};
 
+use super::super::op::{OpBlock, OpPtr};
 use crate::sync::deque::{Steal, Worker};
 use crate::sync::{Arc, AtomicPtr, AtomicUsize, CachePadded, Ordering};
 
 /// Items a consumer takes at most in one swap.
 pub(crate) const MAX_BATCH: usize = 32;
 
-/// What a ring holds: a value that is a non-null pointer.
-pub(crate) trait RingItem: Copy {
-    /// What the pointer points to.
-    type Target;
-    /// The pointer (never null).
-    fn into_raw(self) -> *mut Self::Target;
-    /// The value again, from a pointer [`RingItem::into_raw`] gave.
-    fn from_raw(raw: *mut Self::Target) -> Self;
-}
-
-struct Shared<E> {
+struct Shared {
     /// The next index a consumer takes.
     head: CachePadded<AtomicUsize>,
     /// One past the last index the producer published.
     tail: CachePadded<AtomicUsize>,
-    slots: Box<[AtomicPtr<E>]>,
+    slots: Box<[AtomicPtr<OpBlock>]>,
 }
 
-impl<E> Shared<E> {
-    fn slot(&self, index: usize) -> &AtomicPtr<E> {
+impl Shared {
+    fn slot(&self, index: usize) -> &AtomicPtr<OpBlock> {
         // A power of two: the mask keeps the index in bounds.
         &self.slots[index & (self.slots.len() - 1)]
     }
 }
 
+/// The op a slot holds: the pointer a push stored (never null).
+fn op_of(raw: *mut OpBlock) -> OpPtr {
+    OpPtr(NonNull::new(raw).expect("a ring holds only the ops pushed to it"))
+}
+
 /// The producer's end: one thread pushes through it.
-pub(crate) struct Producer<T: RingItem> {
-    shared: Arc<Shared<T::Target>>,
+pub(crate) struct Producer {
+    shared: Arc<Shared>,
     tail: usize,
     head_seen: usize,
 }
 
 /// The consumers' end; clones share the ring.
-pub(crate) struct Consumer<T: RingItem> {
-    shared: Arc<Shared<T::Target>>,
+#[derive(Clone)]
+pub(crate) struct Consumer {
+    shared: Arc<Shared>,
 }
 
-impl<T: RingItem> Clone for Consumer<T> {
-    fn clone(&self) -> Self {
-        Consumer {
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-/// A ring of `capacity` items (a power of two, at least 1).
-pub(crate) fn ring<T: RingItem>(capacity: usize) -> (Producer<T>, Consumer<T>) {
+/// A ring of `capacity` ops (a power of two, at least 1).
+pub(crate) fn ring(capacity: usize) -> (Producer, Consumer) {
     assert!(
         capacity.is_power_of_two(),
         "a ring's capacity is a power of two, not {capacity}"
@@ -124,28 +113,28 @@ pub(crate) fn ring<T: RingItem>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     )
 }
 
-impl<T: RingItem> Producer<T> {
-    /// Queues `item`, or hands it back when the ring is full.
+impl Producer {
+    /// Queues `op`, or hands it back when the ring is full.
     #[inline]
-    pub(crate) fn push(&mut self, item: T) -> Result<(), T> {
+    pub(crate) fn push(&mut self, op: OpPtr) -> Result<(), OpPtr> {
         let s = &*self.shared;
         if self.tail - self.head_seen == s.slots.len() {
             self.head_seen = s.head.load(Ordering::Acquire);
             if self.tail - self.head_seen == s.slots.len() {
-                return Err(item);
+                return Err(op);
             }
         }
-        s.slot(self.tail).store(item.into_raw(), Ordering::Relaxed);
+        s.slot(self.tail).store(op.0.as_ptr(), Ordering::Relaxed);
         self.tail += 1;
         s.tail.store(self.tail, Ordering::Release);
         Ok(())
     }
 }
 
-impl<T: RingItem> Consumer<T> {
-    /// Claims up to `most(len)` of the `len` items queued, copying them to
-    /// `out` (at most [`MAX_BATCH`]); the number claimed.
-    fn claim(&self, most: impl Fn(usize) -> usize, out: &mut [*mut T::Target]) -> Steal<usize> {
+impl Consumer {
+    /// Claims about half of the items queued, at most `out.len()`, copying
+    /// them to `out`; the number claimed.
+    fn claim(&self, out: &mut [*mut OpBlock]) -> Steal<usize> {
         let s = &*self.shared;
         let head = s.head.load(Ordering::Acquire);
         let tail = s.tail.load(Ordering::Acquire);
@@ -153,7 +142,7 @@ impl<T: RingItem> Consumer<T> {
         if len == 0 {
             return Steal::Empty;
         }
-        let n = most(len).clamp(1, out.len());
+        let n = len.div_ceil(2).min(out.len());
         for (i, o) in out[..n].iter_mut().enumerate() {
             *o = s.slot(head + i).load(Ordering::Relaxed);
         }
@@ -166,26 +155,26 @@ impl<T: RingItem> Consumer<T> {
         }
     }
 
-    /// The oldest item.
-    pub(crate) fn steal(&self) -> Steal<T> {
+    /// The oldest op.
+    pub(crate) fn steal(&self) -> Steal<OpPtr> {
         let mut one = [ptr::null_mut()];
-        match self.claim(|_| 1, &mut one) {
-            Steal::Success(_) => Steal::Success(T::from_raw(one[0])),
+        match self.claim(&mut one) {
+            Steal::Success(_) => Steal::Success(op_of(one[0])),
             Steal::Empty => Steal::Empty,
             Steal::Retry => Steal::Retry,
         }
     }
 
-    /// Takes about half of the items queued (at most [`MAX_BATCH`]), the
+    /// Takes about half of the ops queued (at most [`MAX_BATCH`]), the
     /// oldest first: returns the first and pushes the others onto `dest`.
-    pub(crate) fn steal_batch_and_pop(&self, dest: &Worker<T>) -> Steal<T> {
+    pub(crate) fn steal_batch_and_pop(&self, dest: &Worker<OpPtr>) -> Steal<OpPtr> {
         let mut batch = [ptr::null_mut(); MAX_BATCH];
-        match self.claim(|len| len.div_ceil(2), &mut batch) {
+        match self.claim(&mut batch) {
             Steal::Success(n) => {
                 for &raw in &batch[1..n] {
-                    dest.push(T::from_raw(raw));
+                    dest.push(op_of(raw));
                 }
-                Steal::Success(T::from_raw(batch[0]))
+                Steal::Success(op_of(batch[0]))
             }
             Steal::Empty => Steal::Empty,
             Steal::Retry => Steal::Retry,
@@ -204,21 +193,17 @@ impl<T: RingItem> Consumer<T> {
     }
 }
 
-/// Items for the tests and the loom model: the numbers 1, 2, 3, ... as
-/// pointers, never dereferenced, only compared.
+/// Ops for the tests and the loom model: the numbers 1, 2, 3, ... as
+/// block addresses, never dereferenced, only compared.
 #[cfg(test)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct N(usize);
+fn n(i: usize) -> OpPtr {
+    op_of(ptr::without_provenance_mut(i))
+}
 
+/// The number an op of [`n`] stands for.
 #[cfg(test)]
-impl RingItem for N {
-    type Target = u8;
-    fn into_raw(self) -> *mut u8 {
-        ptr::without_provenance_mut(self.0)
-    }
-    fn from_raw(raw: *mut u8) -> Self {
-        N(raw.addr())
-    }
+fn num(op: OpPtr) -> usize {
+    op.0.as_ptr().addr()
 }
 
 #[cfg(all(test, not(loom)))]
@@ -228,14 +213,14 @@ mod tests {
 
     #[test]
     fn items_come_out_in_push_order_across_the_wrap() {
-        let (mut p, c) = ring::<N>(4);
+        let (mut p, c) = ring(4);
         let mut next = 1;
         for _ in 0..5 {
             for k in 0..3 {
-                p.push(N(next + k)).unwrap();
+                p.push(n(next + k)).unwrap();
             }
             for k in 0..3 {
-                assert_eq!(steal_settled(|| c.steal()), Some(N(next + k)));
+                assert_eq!(steal_settled(|| c.steal()).map(num), Some(next + k));
             }
             next += 3;
         }
@@ -245,32 +230,35 @@ mod tests {
 
     #[test]
     fn a_full_ring_hands_the_item_back_until_a_consumer_takes_one() {
-        let (mut p, c) = ring::<N>(4);
+        let (mut p, c) = ring(4);
         for i in 1..=4 {
-            p.push(N(i)).unwrap();
+            p.push(n(i)).unwrap();
         }
-        assert_eq!(p.push(N(5)), Err(N(5)));
+        assert_eq!(p.push(n(5)).map_err(num), Err(5));
         assert_eq!(c.len(), 4);
-        assert_eq!(steal_settled(|| c.steal()), Some(N(1)));
-        p.push(N(5)).unwrap();
-        let got: Vec<_> = std::iter::from_fn(|| steal_settled(|| c.steal())).collect();
-        assert_eq!(got, [N(2), N(3), N(4), N(5)]);
+        assert_eq!(steal_settled(|| c.steal()).map(num), Some(1));
+        p.push(n(5)).unwrap();
+        let got: Vec<_> = std::iter::from_fn(|| steal_settled(|| c.steal()).map(num)).collect();
+        assert_eq!(got, [2, 3, 4, 5]);
     }
 
     #[test]
     fn a_batch_takes_half_the_queue_oldest_first() {
-        let (mut p, c) = ring::<N>(128);
+        let (mut p, c) = ring(128);
         for i in 1..=10 {
-            p.push(N(i)).unwrap();
+            p.push(n(i)).unwrap();
         }
         let local = Worker::new_fifo();
-        assert_eq!(steal_settled(|| c.steal_batch_and_pop(&local)), Some(N(1)));
-        let moved: Vec<_> = std::iter::from_fn(|| local.pop()).collect();
-        assert_eq!(moved, [N(2), N(3), N(4), N(5)], "half of 10, one popped");
+        assert_eq!(
+            steal_settled(|| c.steal_batch_and_pop(&local)).map(num),
+            Some(1)
+        );
+        let moved: Vec<_> = std::iter::from_fn(|| local.pop().map(num)).collect();
+        assert_eq!(moved, [2, 3, 4, 5], "half of 10, one popped");
         assert_eq!(c.len(), 5);
         // Never more than MAX_BATCH at once.
         for i in 11..=110 {
-            p.push(N(i)).unwrap();
+            p.push(n(i)).unwrap();
         }
         assert!(steal_settled(|| c.steal_batch_and_pop(&local)).is_some());
         assert_eq!(local.len(), MAX_BATCH - 1);
@@ -279,7 +267,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "power of two")]
     fn a_capacity_not_a_power_of_two_is_refused() {
-        let _ = ring::<N>(6);
+        let _ = ring(6);
     }
 
     /// One producer, three consumers, a small ring that wraps many times:
@@ -289,7 +277,7 @@ mod tests {
     fn stress_every_item_taken_once() {
         use std::sync::atomic::AtomicBool;
         const ITEMS: usize = 200_000;
-        let (mut p, c) = ring::<N>(64);
+        let (mut p, c) = ring(64);
         let done = Arc::new(AtomicBool::new(false));
         let consumers: Vec<_> = (0..3)
             .map(|k| {
@@ -306,8 +294,8 @@ mod tests {
                                 .pop()
                                 .or_else(|| steal_settled(|| c.steal_batch_and_pop(&local)))
                         };
-                        match item {
-                            Some(N(i)) => {
+                        match item.map(num) {
+                            Some(i) => {
                                 assert!(i > last, "consumer {k} took {i} after {last}");
                                 last = i;
                                 got.push(i);
@@ -323,7 +311,7 @@ mod tests {
             })
             .collect();
         for i in 1..=ITEMS {
-            let mut item = N(i);
+            let mut item = n(i);
             while let Err(back) = p.push(item) {
                 item = back;
                 std::thread::yield_now();
@@ -351,16 +339,16 @@ mod loom_models {
     #[test]
     fn every_item_is_taken_once_through_the_wrap() {
         loom_model(|| {
-            let (mut p, c) = ring::<N>(2);
+            let (mut p, c) = ring(2);
             let c2 = c.clone();
             let batcher = loom::thread::spawn(move || {
                 let local = Worker::new_fifo();
                 let mut got = Vec::new();
                 for _ in 0..2 {
-                    if let Some(N(i)) = steal_settled(|| c2.steal_batch_and_pop(&local)) {
+                    if let Some(i) = steal_settled(|| c2.steal_batch_and_pop(&local)).map(num) {
                         got.push(i);
                     }
-                    while let Some(N(i)) = local.pop() {
+                    while let Some(i) = local.pop().map(num) {
                         got.push(i);
                     }
                 }
@@ -368,16 +356,16 @@ mod loom_models {
             });
             let mut got = Vec::new();
             for i in 1..=3 {
-                let mut item = N(i);
+                let mut item = n(i);
                 while let Err(back) = p.push(item) {
                     item = back;
                     // Full: take one ourselves, as a second consumer.
-                    if let Some(N(j)) = steal_settled(|| c.steal()) {
+                    if let Some(j) = steal_settled(|| c.steal()).map(num) {
                         got.push(j);
                     }
                 }
             }
-            while let Some(N(j)) = steal_settled(|| c.steal()) {
+            while let Some(j) = steal_settled(|| c.steal()).map(num) {
                 got.push(j);
             }
             got.extend(batcher.join().unwrap());

@@ -80,28 +80,17 @@ mod imp {
 
     use crossbeam_deque::Worker;
 
-    use super::super::push_ring::{ring, Consumer, Producer, RingItem};
+    use super::super::push_ring::{ring, Consumer, Producer};
     use super::{OpPtr, QUEUES, REMEMBERED, RING_CAPACITY};
-    use crate::engine::op::OpBlock;
     use crate::sync::steal_settled;
     use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
-
-    impl RingItem for OpPtr {
-        type Target = OpBlock;
-        fn into_raw(self) -> *mut OpBlock {
-            self.0.as_ptr()
-        }
-        fn from_raw(raw: *mut OpBlock) -> Self {
-            OpPtr(std::ptr::NonNull::new(raw).expect("a ring holds only the ops pushed to it"))
-        }
-    }
 
     static NEXT_POOL: AtomicU64 = AtomicU64::new(0);
 
     std::thread_local! {
         /// This thread's queues: (pool id, its queue, or `None` once the
         /// pool had none left for it).
-        static MINE: RefCell<Vec<(u64, Option<Producer<OpPtr>>)>> = const { RefCell::new(Vec::new()) };
+        static MINE: RefCell<Vec<(u64, Option<Producer>)>> = const { RefCell::new(Vec::new()) };
         /// Set on a pool's worker threads, which never use these queues.
         static IS_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
@@ -109,7 +98,7 @@ mod imp {
     /// Pushes `op` on the thread's queue, or hands it back when the pool had
     /// none left for this thread.
     #[inline(always)]
-    fn push_or_hand_back(q: &mut Option<Producer<OpPtr>>, op: OpPtr) -> Result<(), OpPtr> {
+    fn push_or_hand_back(q: &mut Option<Producer>, op: OpPtr) -> Result<(), OpPtr> {
         match q {
             Some(q) => q.push(op),
             None => Err(op),
@@ -122,7 +111,7 @@ mod imp {
         /// Queues this pool hands out: [`QUEUES`], or none.
         limit: usize,
         claimed: AtomicUsize,
-        slots: [OnceLock<Consumer<OpPtr>>; QUEUES],
+        slots: [OnceLock<Consumer>; QUEUES],
     }
 
     impl PusherQueues {
@@ -171,7 +160,7 @@ mod imp {
         }
 
         /// A queue of this pool for the calling thread, if one is left.
-        pub(super) fn claim(&self) -> Option<Producer<OpPtr>> {
+        pub(super) fn claim(&self) -> Option<Producer> {
             let i = self.claimed.fetch_add(1, Ordering::Relaxed);
             if i >= self.limit {
                 return None;
@@ -182,7 +171,7 @@ mod imp {
             Some(producer)
         }
 
-        fn stealers(&self) -> impl Iterator<Item = &Consumer<OpPtr>> {
+        fn stealers(&self) -> impl Iterator<Item = &Consumer> {
             let n = self.claimed.load(Ordering::Relaxed).min(self.limit);
             self.slots[..n].iter().filter_map(OnceLock::get)
         }
