@@ -15,6 +15,8 @@
 #                          libraries xz-compressed
 #     lib/                 every other shared library the drivers load,
 #                          but the C library's own
+#     BUILT_FROM           the commit the binaries were built from
+#                          (git describe, -dirty with local changes)
 #     run.sh               unpacks MXNet, sets LD_LIBRARY_PATH and runs
 #                          scripts/bench-peers.sh with NO_BUILD=1 on them;
 #                          environment as for bench-peers.sh, e.g.
@@ -33,7 +35,7 @@
 # DEPENGINE_ALT (see above); PERF=1 (see above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -eq 1 ]] || { sed -n '2,32p' "$0"; exit 2; }
+[[ $# -eq 1 ]] || { sed -n '2,35p' "$0"; exit 2; }
 OUT=$1
 TARGET=${CARGO_TARGET_DIR:-$(pwd)/target}
 PEERS=$TARGET/peers
@@ -104,6 +106,9 @@ fi
 NO_BUILD=1 PEERS=$B/peers DEPENGINE=${DEPENGINE:-$B/depengine} exec bash scripts/bench-peers.sh
 RUN
 chmod +x "$OUT/run.sh"
+# What the binaries were built from, for the figures measured with them
+# (scripts/bench-many-cores.sh copies it into its machine.txt).
+echo "$(git describe --always --dirty 2>/dev/null || echo unknown) packed $(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$OUT/BUILT_FROM"
 if [[ ${PERF:-0} == 1 ]]; then
   PERF_BIN=$(command -v perf) || { echo "PERF=1: no perf on this machine" >&2; exit 1; }
   strip --strip-debug -o "$OUT/depengine-sym" "$TARGET/release/depengine"

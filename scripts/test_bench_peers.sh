@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks of scripts/bench-peers.sh's DEADLINE on a tiny run of the release
-# binary that `cargo test --release` built, and of scripts/profile-push.sh
-# through a stand-in for perf (run by .ci/run after the tests).
+# binary that `cargo test --release` built, of scripts/profile-push.sh
+# through a stand-in for perf, and of scripts/bench-many-cores.sh through
+# a stand-in bundle (run by .ci/run after the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${DEPENGINE:-${CARGO_TARGET_DIR:-target}/release/depengine}
@@ -78,3 +79,46 @@ if out=$(PERF=$FAKE DEPENGINE=$PEERS/none scripts/profile-push.sh "$PEERS/x" 2>&
 fi
 grep -q 'is not an executable' <<<"$out" || fail "no clear error for a missing DEPENGINE: $out"
 echo "profile-push.sh: 3 checks passed"
+
+# scripts/bench-many-cores.sh, through a stand-in bundle whose run.sh
+# records the settings it was given as a results file (and fails when
+# told to): which runs a plan makes, with what, and where their results
+# go, is what is checked.
+FB=$PEERS/bundle
+mkdir -p "$FB/peers"
+cat >"$FB/run.sh" <<'RUN'
+#!/usr/bin/env bash
+B=$(cd "$(dirname "$0")" && pwd)
+n=$(ls "$B"/peers/results-*.txt 2>/dev/null | wc -l)
+echo "WORKERS=$WORKERS SYSTEMS=$SYSTEMS TUNE_pq=${TUNE_pq:-} OPS=$OPS" >"$B/peers/results-$n.txt"
+[[ -z ${FAIL_ON:-} || $SYSTEMS != *"$FAIL_ON"* ]]
+RUN
+chmod +x "$FB/run.sh"
+mc=$PEERS/many
+out=$(BUNDLE=$FB OUT=$mc scripts/bench-many-cores.sh first 2>&1) || fail "bench-many-cores.sh first failed:"$'\n'"$out"
+[[ $(grep -c '^== ' <<<"$out") == 2 && $(grep '^== ' <<<"$out" | head -1) == '== ring '* ]] ||
+  fail "first should run ring, then wake:"$'\n'"$out"
+grep -q 'WORKERS=16 8 4 SYSTEMS=depengine-tune-ct depengine-tune-pq TUNE_pq=--pusher-queues-up-to 16 --cpu-time OPS=200000' \
+  "$mc"/ring-results-*.txt || fail "ring ran with other settings: $(cat "$mc"/ring-results-*.txt)"
+grep -q 'WORKERS=16 SYSTEMS=.*depengine-tune-s16' "$mc"/wake-results-*.txt ||
+  fail "wake ran with other settings: $(cat "$mc"/wake-results-*.txt)"
+grep -q '^plans: ring wake$' "$mc/machine.txt" || fail "machine.txt without the plans: $(cat "$mc/machine.txt")"
+# DRY: 2 workers and small sizes.
+out=$(DRY=1 BUNDLE=$FB OUT=$mc-dry scripts/bench-many-cores.sh peers 2>&1) || fail "DRY=1 peers failed:"$'\n'"$out"
+grep -q '^WORKERS=2 .*OPS=2000$' "$mc-dry"/peers-results-*.txt || fail "DRY=1 did not shrink: $(cat "$mc-dry"/peers-results-*.txt)"
+# A plan that fails: said, the next one still runs, the status is 1.
+if out=$(FAIL_ON=tune-ks BUNDLE=$FB OUT=$mc-fail scripts/bench-many-cores.sh wake ring 2>&1); then
+  fail "a failing plan gave status 0:"$'\n'"$out"
+fi
+grep -q 'FAILED' <<<"$out" && grep -q '^failed: wake$' <<<"$out" && ls "$mc-fail"/ring-results-*.txt >/dev/null ||
+  fail "after a failing wake, ring should still run and the failure be named:"$'\n'"$out"
+# Refused before anything runs: an unknown plan, profiles without perf.
+for args in "first nope" "profiles"; do
+  # shellcheck disable=SC2086
+  if out=$(BUNDLE=$FB OUT=$mc-refused scripts/bench-many-cores.sh $args 2>&1); then
+    fail "'$args' was accepted"
+  fi
+  [[ ! -e $mc-refused ]] || fail "'$args' was refused only after it started: $(ls "$mc-refused")"
+done
+grep -q "pack it with PERF=1" <<<"$out" || fail "no clear error for profiles without perf: $out"
+echo "bench-many-cores.sh: 4 checks passed"

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The prepared runs for a machine with many cores (BENCHMARKS.md, "Every
+# peer at 2, 4, 8 and 16 workers on 16 cores"), by name, on a bundle of
+# scripts/bench-peers-bundle.sh: what a short lease of such a machine is
+# spent on, written down once so that it runs as planned.
+#
+# usage: scripts/bench-many-cores.sh PLAN...   (from the repository root)
+#   PLAN, run in the order given:
+#     ring         the pushing thread's queue (a ring) in pools of 4-16
+#                  workers against the injector they use by default
+#                  (--pusher-queues-up-to 16), with --cpu-time (~200 s)
+#     wake         who pays the wake-ups at 16 workers: the defaults, the
+#                  last searcher waking a successor (8 searchers and 1),
+#                  every worker searching (~180 s)
+#     granularity  the 1-10 µs rows at 8 and 16 workers: the default
+#                  engine, a replay, a stream, 4 pushing threads (~200 s)
+#     profiles     the pushing thread's profile at 16 workers with 1 µs
+#                  bodies (scripts/profile-push.sh), with and without the
+#                  ring (~60 s; needs a bundle packed with PERF=1)
+#     peers        chain, randsum, priority and roundtrip against every
+#                  peer at 2, 8 and 16 workers (~300 s)
+#     first        ring, then wake: one call of about 380 s
+#     second       granularity, then profiles: one call of about 260 s
+# Environment:
+#   BUNDLE   the bundle (default .dev/bundle)
+#   OUT      where everything lands (default: $OUT when set, as on a lent
+#            machine, else bench-many-cores-<UTC time>): machine.txt (the
+#            machine, its load, the bundle's origin), PLAN.log (each
+#            plan's output, its tables included), the results files
+#            (results-*.txt, the input of scripts/bench-peers-table.py),
+#            profile-*/ (the reports, not the samples)
+#   DRY=1    the same plans at 2 workers with small sizes: a check of the
+#            wiring on a small machine, not a measurement
+# A plan that fails is reported and the next one runs; the exit status is
+# then 1. Plans are checked before the first runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+(($# > 0)) || { sed -n '2,35p' "$0"; exit 2; }
+
+BUNDLE=${BUNDLE:-.dev/bundle}
+OUT=${OUT:-bench-many-cores-$(date -u +%Y%m%dT%H%M%SZ)}
+DRY=${DRY:-0}
+
+plans=()
+for p in "$@"; do
+  case $p in
+    first) plans+=(ring wake) ;;
+    second) plans+=(granularity profiles) ;;
+    ring | wake | granularity | profiles | peers) plans+=("$p") ;;
+    *) echo "unknown plan '$p': one of ring, wake, granularity, profiles, peers, first, second" >&2; exit 2 ;;
+  esac
+done
+[[ -x $BUNDLE/run.sh ]] ||
+  { echo "no bundle at $BUNDLE: pack one with scripts/bench-peers-bundle.sh $BUNDLE" >&2; exit 2; }
+for p in "${plans[@]}"; do
+  if [[ $p == profiles && ! ( -x $BUNDLE/perf.sh && -x $BUNDLE/depengine-sym ) ]]; then
+    echo "plan profiles needs perf.sh and depengine-sym in $BUNDLE: pack it with PERF=1" >&2
+    exit 2
+  fi
+done
+mkdir -p "$OUT"
+
+# The settings every run shares (200,000 ops, the wavefront of 447 × 447,
+# three timed runs, one round); DRY shrinks them and the worker counts.
+if [[ $DRY == 1 ]]; then
+  export RUNS=1 ROUNDS=1 OPS=2000 WAVE=40 TIMEOUT=20
+  workers() { echo 2; }
+  prof_ops=2000
+else
+  export RUNS=3 ROUNDS=1 OPS=200000 WAVE=447 TIMEOUT=25
+  workers() { echo "$@"; }
+  prof_ops=200000
+fi
+export NO_INSTALL=1 MXNET_ENGINES=ThreadedEnginePerDevice
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "cpus: $(nproc)"
+  grep -m1 'model name' /proc/cpuinfo 2>/dev/null || true
+  echo "load: $(uptime | sed 's/.*load/load/')"
+  echo "plans: ${plans[*]}$([[ $DRY == 1 ]] && echo ' (DRY=1: 2 workers, small sizes)')"
+  echo "bundle: $(cat "$BUNDLE/BUILT_FROM" 2>/dev/null || echo 'origin not recorded')"
+} >"$OUT/machine.txt"
+
+# run_peers NAME VAR=VALUE...: bench-peers.sh through the bundle with
+# those settings; its new results files are copied to OUT.
+# (Plans run as `if` conditions, where `set -e` is off: each step's
+# failure is passed on by hand.)
+run_peers() {
+  local name=$1 before after f rc=0
+  shift
+  before=$(ls "$BUNDLE"/peers/results-*.txt 2>/dev/null || true)
+  env "$@" "$BUNDLE/run.sh" || rc=$?
+  after=$(ls "$BUNDLE"/peers/results-*.txt 2>/dev/null || true)
+  for f in $after; do
+    grep -qxF "$f" <<<"$before" || cp "$f" "$OUT/$name-$(basename "$f")" || rc=1
+  done
+  return "$rc"
+}
+
+# profile W NAME [bench flags]: the pushing thread's profile, reports only.
+profile() {
+  local w=$1 name=$2
+  shift 2
+  PERF=$BUNDLE/perf.sh DEPENGINE=$BUNDLE/depengine-sym \
+    scripts/profile-push.sh "$OUT/$name" --workload "$w" --vars 0 \
+    --workers "$(workers 16)" --body-us 1 --ops "$prof_ops" --runs 3 "$@" || return
+  rm -f "$OUT/$name/perf.data"
+}
+
+plan_ring() {
+  run_peers ring DEADLINE=200 WORKERS="$(workers 16 8 4)" BODIES="0 1 2 10" \
+    WORKLOADS="indep wavefront random" \
+    TUNE_ct="--cpu-time" TUNE_pq="--pusher-queues-up-to 16 --cpu-time" \
+    SYSTEMS="depengine-tune-ct depengine-tune-pq"
+}
+
+plan_wake() {
+  run_peers wake DEADLINE=180 WORKERS="$(workers 16)" BODIES="0 1 2 10" \
+    WORKLOADS="indep wavefront random" \
+    TUNE_ct="--cpu-time" TUNE_ks="--keep-one-searching --cpu-time" \
+    TUNE_k1="--keep-one-searching --max-searching 1 --cpu-time" \
+    TUNE_s16="--max-searching 16 --cpu-time" \
+    SYSTEMS="depengine-tune-ct depengine-tune-ks depengine-tune-k1 depengine-tune-s16"
+}
+
+plan_granularity() {
+  run_peers granularity DEADLINE=200 WORKERS="$(workers 16 8)" BODIES="1 2 5 10" \
+    WORKLOADS="indep wavefront random" TUNE_ct="--cpu-time" \
+    SYSTEMS="depengine-tune-ct depengine-replay depengine-stream depengine-pushers"
+}
+
+plan_profiles() {
+  local w
+  for w in indep-novars indep random; do profile "$w" "profile-$w" || return; done
+  for w in indep random; do
+    profile "$w" "profile-$w-pq16" --pusher-queues-up-to 16 || return
+  done
+}
+
+plan_peers() {
+  run_peers peers DEADLINE=300 WORKERS="$(workers 16 8 2)" BODIES="0 10" \
+    WORKLOADS="chain randsum priority roundtrip" \
+    SYSTEMS="depengine depengine-replay mxnet starpu openmp-gomp openmp-libomp tbb-flow rayon"
+}
+
+failed=()
+for p in "${plans[@]}"; do
+  echo "== $p ($(date -u +%H:%M:%S))"
+  start=$SECONDS
+  if "plan_$p" >"$OUT/$p.log" 2>&1; then
+    echo "   done in $((SECONDS - start)) s"
+  else
+    echo "   FAILED (rc $?) after $((SECONDS - start)) s; the end of $OUT/$p.log:"
+    tail -5 "$OUT/$p.log" | sed 's/^/   /'
+    failed+=("$p")
+  fi
+done
+echo "load at the end: $(uptime | sed 's/.*load/load/')" >>"$OUT/machine.txt"
+if ((${#failed[@]} > 0)); then
+  echo "failed: ${failed[*]}" | tee -a "$OUT/machine.txt"
+  exit 1
+fi
+echo "all in $OUT"
