@@ -28,7 +28,7 @@ failed or has no efficiency are left out of that system's interval.
 A results file of several rounds (ROUNDS > 1) has several lines per system
 and row. Each cell then comes from the line with the median of their
 medians (the lower middle one for an even count), with the min and max
-taken over all of them; a cell is `fail`, `n/a` or `skip` only when every
+taken over all of them; a cell is `fail`, `timeout`, `n/a` or `skip` only when every
 line is, and lines that failed beside others that did not are counted
 under the tables. `skip`: a line that a deadline kept from starting
 (DEADLINE in scripts/bench-peers.sh); a file of such lines and the file
@@ -66,11 +66,15 @@ def parse(*paths):
         if not line.startswith("workload="):
             continue
         f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-        if "unsupported" in line:
+        words = line.split()
+        if "unsupported" in words:
             f["status"] = "n/a"
-        elif "failed-or-timeout" in line:
+        elif "timeout" in words:
+            f["status"] = "timeout"
+        # `failed-or-timeout`: results files written before the two were told apart
+        elif "failed" in words or "failed-or-timeout" in words:
             f["status"] = "fail"
-        elif "skipped-deadline" in line:
+        elif "skipped-deadline" in words:
             f["status"] = "skip"
         key = (f["workload"], f["body_us"], int(f["workers"]))
         lines.setdefault(key, {}).setdefault(f["system"], []).append(f)

@@ -74,7 +74,9 @@
 #                  the yardstick of the efficiency table; seconds to compute)
 #   MXNET_ENGINES="ThreadedEnginePerDevice ThreadedEngine NaiveEngine"
 #   VARS=0         vars of indep (0: one per op) and readers (0: 1024)
-#   TIMEOUT=600    seconds before one line is given up (reported as timeout)
+#   TIMEOUT=600    seconds before one line is given up (written as
+#                  `timeout limit_s=N`; a line whose system exits with an
+#                  error, or prints no result, as `failed rc=N`)
 #   DEADLINE=S     seconds from the start after which no line starts: each
 #                  line's TIMEOUT shrinks to the time left, the lines left
 #                  are written as skipped-deadline, and the tables are
@@ -188,10 +190,17 @@ run() {
   fi
   wl=$(sed 's/^workload=\([^ ]*\).*/\1/' <<<"$what")
   sy=$(sed 's/.* system=\([^ ]*\).*/\1/' <<<"$what")
-  if out=$(timeout "$limit" "$@" 2>/dev/null | grep '^workload='); then
+  # the command's own status, not grep's: a line cut by the limit and a
+  # line whose system failed are different facts and the table says which
+  local rc=0
+  out=$(timeout "$limit" "$@" 2>/dev/null) || rc=$?
+  out=$(grep '^workload=' <<<"$out" || true)
+  if ((rc == 0)) && [[ -n $out ]]; then
     sed -e "s/^workload=[^ ]*/workload=$wl/" -e "s/ system=[^ ]*/ system=$sy/" <<<"$out" | emit
+  elif ((rc == 124 || rc == 137)); then
+    echo "$what timeout limit_s=$limit" | emit
   else
-    echo "$what failed-or-timeout" | emit
+    echo "$what failed rc=$rc" | emit
   fi
 }
 

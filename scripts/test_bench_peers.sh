@@ -35,6 +35,21 @@ if out=$(DEADLINE=1.5 tiny 2>&1); then fail "DEADLINE=1.5 was accepted"; fi
 grep -q "DEADLINE must be a whole number" <<<"$out" || fail "no clear error for DEADLINE=1.5: $out"
 echo "bench-peers.sh DEADLINE: 3 checks passed"
 
+# A line cut by TIMEOUT and a line whose system fails are told apart, in
+# the results and in the table: a stand-in binary that outlives the limit,
+# and the engine given a flag it refuses.
+SLOW=$PEERS/slow-depengine
+printf '#!/usr/bin/env bash\nexec sleep 30\n' >"$SLOW"
+chmod +x "$SLOW"
+out=$(tiny TIMEOUT=1 BODIES=0 SYSTEMS="depengine-alt depengine-tune-bad" DEPENGINE_ALT="$SLOW" \
+  TUNE_bad=--no-such-flag 2>&1)
+grep -q '^workload=indep body_us=0 system=depengine-alt workers=1 timeout limit_s=1$' <<<"$out" ||
+  fail "a line past TIMEOUT should be written as a timeout:"$'\n'"$out"
+grep -q '^workload=indep body_us=0 system=depengine-tune-bad workers=1 failed rc=2$' <<<"$out" ||
+  fail "a failing line should be written with its status:"$'\n'"$out"
+grep -q '^| indep | 0 | 1 | timeout | fail |' <<<"$out" || fail "the table should say timeout and fail:"$'\n'"$out"
+echo "bench-peers.sh TIMEOUT: 1 check passed"
+
 # scripts/profile-push.sh, through a stand-in for perf that records
 # nothing and reports canned samples: the script's own logic (which
 # symbols it annotates, what it writes, how it fails) is what is checked.

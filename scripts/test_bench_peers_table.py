@@ -89,6 +89,21 @@ class Merge(unittest.TestCase):
         self.assertEqual(rows[("fan", "0", 2)]["openmp-gomp"]["status"], "fail")
         self.assertEqual(rows[("fan", "0", 2)]["depengine-naive"]["status"], "n/a")
 
+    def test_a_timeout_and_a_failure_are_told_apart(self):
+        rows, _ = parse([
+            line("randsum", "openmp-gomp", status="timeout limit_s=120", workers=1),
+            line("randsum", "openmp-libomp", status="failed rc=134", workers=1),
+            # results files written before the two were told apart
+            line("randsum", "rayon", status="failed-or-timeout", workers=1),
+            line("randsum", "tbb-flow", 5.0, 4.0, 6.0, workers=1, rnd=1),
+            line("randsum", "tbb-flow", status="timeout limit_s=120", workers=1, rnd=2),
+        ])
+        r = rows[("randsum", "0", 1)]
+        self.assertEqual(r["openmp-gomp"]["status"], "timeout")
+        self.assertEqual(r["openmp-libomp"]["status"], "fail")
+        self.assertEqual(r["rayon"]["status"], "fail")
+        self.assertEqual((r["tbb-flow"]["failed"], r["tbb-flow"]["lines"]), (1, 2))
+
     def test_lines_a_deadline_skipped_neither_fail_nor_count(self):
         rows, _ = parse([
             line("wavefront-447", "starpu", status="skipped-deadline", rnd=1),
