@@ -186,14 +186,17 @@ impl EngineBuilder {
     /// for the workers to catch up ([`EngineBuilder::max_lead`]) helps in
     /// the same way.
     ///
-    /// Which is faster depends on the ops. On a 2-core machine, with a
-    /// million 1 µs ops pushed from one thread, one CPU worker and a
-    /// helping waiter took 6–14% less time than two workers and a pusher
-    /// that only pushes and waits on `fan`, `rwmix`, `random` and
-    /// `randsum` (ops that wait for one another), and 13% more on `indep`
-    /// (independent ops, which two workers drain while the pusher
-    /// pushes); `BENCHMARKS.md`, "Full size, every peer but MXNet and
-    /// StarPU, 1 and 2 workers, at acf277a".
+    /// Which is faster depends on the ops and the machine. On a 2-core
+    /// machine, with a million 1 µs ops pushed from one thread, one CPU
+    /// worker and a helping waiter took 9–27% less time than two workers
+    /// and a pusher that only pushes and waits on `fan`, `rwmix`,
+    /// `random` and `randsum` (ops that wait for one another, where the
+    /// pusher paces the run and waits for a CPU the two workers hold),
+    /// and 1% more on `indep` (independent ops, which two workers drain
+    /// while the pusher pushes); on another instance of the same machine,
+    /// 6–14% less and 13% more. `BENCHMARKS.md`, "Full size, every peer
+    /// but MXNet and StarPU, 1 and 2 workers, at 864361f", and the table
+    /// of acf277a before it in `BENCHMARKS-HISTORY.md`.
     ///
     /// # Examples
     ///
