@@ -28,9 +28,9 @@ failed or has no efficiency are left out of that system's interval.
 A results file of several rounds (ROUNDS > 1) has several lines per system
 and row. Each cell then comes from the line with the median of their
 medians (the lower middle one for an even count), with the min and max
-taken over all of them; a cell is `fail`, `timeout`, `n/a` or `skip` only when every
-line is, and lines that failed beside others that did not are counted
-under the tables. `skip`: a line that a deadline kept from starting
+taken over all of them; a cell is `fail`, `timeout`, `n/a` or `skip`
+only when every line is, and lines that failed or timed out beside others
+that did not are counted under the tables. `skip`: a line that a deadline kept from starting
 (DEADLINE in scripts/bench-peers.sh); a file of such lines and the file
 of a later run of the same settings read together give the whole table.
 """
