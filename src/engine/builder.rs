@@ -73,12 +73,17 @@ pub const DEFAULT_POOLED_QUEUE_ENTRIES: usize = 1 << 24;
 
 /// Default of [`EngineBuilder::max_lead`], per CPU worker.
 ///
-/// Large enough that the ops a worker could start are rarely held back (a
-/// 2,000 × 2,000 wavefront pushed row by row needs a lead of about two
-/// rows per worker for every worker to find a ready op); small enough
-/// that at 2 workers the blocks of the pending ops, about 1.6 MB, stay in
-/// the caches.
-pub const DEFAULT_LEAD_PER_WORKER: usize = 4096;
+/// Large enough that the ops a worker could start are rarely held back: a
+/// wavefront pushed row by row has at most one ready op per row in
+/// flight, so every worker finds one only with a row or more per worker
+/// pending (on 2 cores, a 2,000 × 2,000 wavefront with 1 µs bodies at 2
+/// workers ran 11–19% slower with 1,024 per worker, half a row each, and
+/// level with 2,048). Small enough that the blocks and queue entries of
+/// the pending ops stay in the caches: against the earlier 4,096 per
+/// worker, `random` (a million ops over 10,000 vars) took 12–19% less
+/// time, and the other rows measured were level or faster
+/// (BENCHMARKS.md, "The lead halved").
+pub const DEFAULT_LEAD_PER_WORKER: usize = 2048;
 
 /// Builds an [`Engine`]. Counts left at 0 mean "from the environment or the
 /// default".
@@ -357,7 +362,7 @@ impl EngineBuilder {
     /// Most ops that may be pending (pushed, not yet completed) before a
     /// push from a thread that is not one of the engine's waits for the
     /// workers to catch up; 0: no limit. Default:
-    /// [`DEFAULT_LEAD_PER_WORKER`] (4,096) per CPU worker; no limit for the
+    /// [`DEFAULT_LEAD_PER_WORKER`] (2,048) per CPU worker; no limit for the
     /// naive executor, which runs every op at its push.
     ///
     /// A thread that pushes ops faster than the workers run them gets ahead
@@ -366,8 +371,9 @@ impl EngineBuilder {
     /// and every op's block comes back from memory when a worker gets to it:
     /// on the 2-core sandbox a million 1 µs ops over 10,000 vars
     /// (`random`) took 1,520–1,600 ns per op at one worker unbounded and
-    /// 1,205–1,230 with the default (BENCHMARKS.md, "The pushing thread's
-    /// lead").
+    /// 1,205–1,230 with a limit of 4,096 (BENCHMARKS.md, "The pushing
+    /// thread's lead"); the default's 2,048 per worker took 12–14% less
+    /// time again on its rows with 1 µs bodies ("The lead halved").
     ///
     /// The push that finds the limit passed (the engine looks every 256
     /// pushes) waits until half of it is left, at most 2 ms at a time, and

@@ -105,7 +105,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
     pooled_queue_entries: Option<usize>,
     /// Most ops pending before the pushing thread waits for the workers
-    /// (`EngineBuilder::max_lead`; default: the library's, 4,096 per
+    /// (`EngineBuilder::max_lead`; default: the library's, 2,048 per
     /// worker; 0: no limit). Given, the line's system gets `-lead<N>`.
     #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
     max_lead: Option<usize>,

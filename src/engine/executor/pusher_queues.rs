@@ -67,11 +67,20 @@ pub(crate) const QUEUES: usize = 8;
 const REMEMBERED: usize = 16;
 
 /// Ops one pushing thread's queue holds (128 KiB of pointers); a push
-/// that finds it full goes to the injector. Twice what a pool of two
-/// workers lets be pending by default (`EngineBuilder::max_lead`, 4,096
+/// that finds it full goes to the injector. Four times what a pool of two
+/// workers lets be pending by default (`EngineBuilder::max_lead`, 2,048
 /// per worker): with the default lead, the queue is not what fills.
 #[cfg(not(loom))]
 const RING_CAPACITY: usize = 16_384;
+
+// The largest pool that gets these queues by default, with the default
+// lead, cannot fill one.
+#[cfg(not(loom))]
+const _: () = assert!(
+    RING_CAPACITY
+        > super::search_config::DEFAULT_PUSHER_QUEUES_UP_TO
+            * crate::engine::DEFAULT_LEAD_PER_WORKER
+);
 
 #[cfg(not(loom))]
 mod imp {
