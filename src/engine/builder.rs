@@ -199,9 +199,9 @@ impl EngineBuilder {
     /// pusher paces the run and waits for a CPU the two workers hold),
     /// and 1% more on `indep` (independent ops, which two workers drain
     /// while the pusher pushes); on another instance of the same machine,
-    /// 6–14% less and 13% more. `BENCHMARKS.md`, "Full size, every peer
-    /// but MXNet and StarPU, 1 and 2 workers, at 864361f", and the table
-    /// of acf277a before it in `BENCHMARKS-HISTORY.md`.
+    /// 6–14% less and 13% more. `BENCHMARKS-HISTORY.md`, "Full size,
+    /// every peer but MXNet and StarPU, 1 and 2 workers, at 864361f" and
+    /// "... at acf277a"; the latest such table is in `BENCHMARKS.md`.
     ///
     /// # Examples
     ///
