@@ -99,12 +99,15 @@ pub(crate) struct PoolShared {
 
 impl PoolShared {
     /// The shared state of a pool of `workers` workers searching as
-    /// `search` says, and the workers' own deques, whose stealers it holds.
+    /// `search` says, of an engine that lets `max_lead` ops be pending
+    /// (`EngineBuilder::max_lead`, which sizes the pushing threads'
+    /// queues), and the workers' own deques, whose stealers it holds.
     fn new(
         name: &str,
         workers: usize,
         by_priority: bool,
         search: SearchConfig,
+        max_lead: usize,
     ) -> (PoolShared, Vec<Worker<OpPtr>>) {
         let locals: Vec<Worker<OpPtr>> = (0..workers).map(|_| Worker::new_fifo()).collect();
         let shared = PoolShared {
@@ -113,7 +116,7 @@ impl PoolShared {
             // Pools up to the setting's size give pushing threads queues
             // of their own (`pusher_queues.rs`, which says why); larger
             // ones take every push on the injector.
-            pushers: PusherQueues::new(workers <= search.pusher_queues_up_to),
+            pushers: PusherQueues::new(workers <= search.pusher_queues_up_to, max_lead),
             stealers: locals.iter().map(|w| w.stealer()).collect(),
             ahead: (0..workers)
                 .map(|_| CachePadded::new(Ahead::new()))
@@ -344,8 +347,13 @@ impl WorkerPool {
         workers: usize,
         by_priority: bool,
     ) -> Result<WorkerPool, EngineError> {
-        let (shared, locals) =
-            PoolShared::new(name, workers.max(1), by_priority, core.config.search);
+        let (shared, locals) = PoolShared::new(
+            name,
+            workers.max(1),
+            by_priority,
+            core.config.search,
+            core.config.max_lead,
+        );
         let shared = Arc::new(shared);
         let workers = locals.len();
         let pool = WorkerPool {
@@ -517,7 +525,7 @@ mod tests {
     /// A pool of `workers` workers searching as `search` says, all but
     /// the first `awake` of them counted as asleep.
     fn asleep_but(awake: usize, workers: usize, search: SearchConfig) -> PoolShared {
-        let (shared, _) = PoolShared::new("test", workers, false, search);
+        let (shared, _) = PoolShared::new("test", workers, false, search, 0);
         for w in awake..workers {
             shared.sleep.pretend_asleep(w);
         }
@@ -538,7 +546,7 @@ mod tests {
         shared.stop_helping();
         assert!(!shared.some_op_running());
         // A worker awake and not searching runs an op (or is about to).
-        let (awake, _) = PoolShared::new("test", 2, false, SearchConfig::default());
+        let (awake, _) = PoolShared::new("test", 2, false, SearchConfig::default(), 0);
         assert!(awake.some_op_running());
     }
 
@@ -572,7 +580,7 @@ mod tests {
     #[test]
     fn a_worker_holds_an_op_ahead_only_while_its_deque_keeps_another() {
         let blocks = fakes(2);
-        let (shared, locals) = PoolShared::new("test", 2, false, SearchConfig::default());
+        let (shared, locals) = PoolShared::new("test", 2, false, SearchConfig::default(), 0);
         locals[0].push(op(&blocks, 0));
         shared.ahead[0].fill(&locals[0]);
         assert!(shared.ahead[0].is_empty(), "a lone op stays stealable");
@@ -590,7 +598,7 @@ mod tests {
     /// and has filled its slot: it holds the first, its deque the second.
     fn one_held(workers: usize) -> (Vec<Fake>, PoolShared, Vec<Worker<OpPtr>>) {
         let blocks = fakes(2);
-        let (shared, locals) = PoolShared::new("test", workers, false, SearchConfig::default());
+        let (shared, locals) = PoolShared::new("test", workers, false, SearchConfig::default(), 0);
         locals[0].push(op(&blocks, 0));
         locals[0].push(op(&blocks, 1));
         shared.ahead[0].fill(&locals[0]);
@@ -630,7 +638,7 @@ mod tests {
                 max_searching,
                 ..SearchConfig::default()
             };
-            let (shared, _) = PoolShared::new("test", workers, false, search);
+            let (shared, _) = PoolShared::new("test", workers, false, search, 0);
             let mut n = 0;
             while shared.sleep.try_start_searching(shared.max_searching) {
                 n += 1;
@@ -678,7 +686,7 @@ mod tests {
         assert_eq!(backlog(3), 1, "one op per worker: one woken");
         assert_eq!(backlog(300), 1, "one per look; the woken one hands on");
         // With nobody asleep there is nobody to wake.
-        let (shared, _) = PoolShared::new("test", 2, false, SearchConfig::default());
+        let (shared, _) = PoolShared::new("test", 2, false, SearchConfig::default(), 0);
         for _ in 0..10 {
             shared.injector.push(OpPtr(NonNull::dangling()));
         }
@@ -692,7 +700,7 @@ mod tests {
         // The op is never run, so it points nowhere.
         let op = OpPtr(NonNull::dangling());
         let takes = |workers: usize, search: SearchConfig| {
-            let (shared, _) = PoolShared::new("test", workers, false, search);
+            let (shared, _) = PoolShared::new("test", workers, false, search, 0);
             shared.pushers.push(op).is_ok()
         };
         let d = SearchConfig::default();
@@ -705,6 +713,26 @@ mod tests {
         assert!(takes(16, up_to(16)));
         assert!(!takes(17, up_to(16)));
         assert!(!takes(1, up_to(0)), "0: no pool hands queues out");
+    }
+
+    #[test]
+    fn a_pushing_threads_queue_holds_what_the_lead_lets_be_pending() {
+        // Sixteen workers given queues, with the default lead (32,768
+        // pending): a queue of 16,384 would hand the rest to the
+        // injector. The ops are never run, so they point nowhere.
+        let op = OpPtr(NonNull::dangling());
+        let search = SearchConfig {
+            pusher_queues_up_to: 16,
+            ..SearchConfig::default()
+        };
+        let lead = 16 * crate::engine::DEFAULT_LEAD_PER_WORKER;
+        let pending = lead + crate::engine::lead::CHECK_EVERY as usize;
+        let (shared, _) = PoolShared::new("test", 16, false, search, lead);
+        let kept = (0..pending)
+            .take_while(|_| shared.pushers.push(op).is_ok())
+            .count();
+        assert_eq!(kept, pending, "the queue filled before the lead");
+        assert_eq!(shared.pushers.len(), pending);
     }
 
     #[test]

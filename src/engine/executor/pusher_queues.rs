@@ -39,7 +39,9 @@
 //!   ops a completion releases no longer spreading from the injector).
 //! * A pool has [`QUEUES`] of them, claimed once each, by the first
 //!   threads that push to it; later threads use the injector, and so
-//!   does a push that finds its thread's queue full ([`RING_CAPACITY`]).
+//!   does a push that finds its thread's queue full. A queue holds what
+//!   the engine's lead lets be pending ([`ring_capacity`]), so with a
+//!   lead it does not fill.
 //!   A thread that ends leaves its queue's ops where the workers still
 //!   steal them (the pool holds the stealing end), so nothing it pushed
 //!   is lost.
@@ -66,21 +68,39 @@ pub(crate) const QUEUES: usize = 8;
 #[cfg(not(loom))]
 const REMEMBERED: usize = 16;
 
-/// Ops one pushing thread's queue holds (128 KiB of pointers); a push
-/// that finds it full goes to the injector. Four times what a pool of two
-/// workers lets be pending by default (`EngineBuilder::max_lead`, 2,048
-/// per worker): with the default lead, the queue is not what fills.
+/// Fewest ops one pushing thread's queue holds (128 KiB of pointers).
 #[cfg(not(loom))]
-const RING_CAPACITY: usize = 16_384;
+const MIN_RING_CAPACITY: usize = 16_384;
 
-// The largest pool that gets these queues by default, with the default
-// lead, cannot fill one.
+/// Most ops one pushing thread's queue holds (1 MiB of pointers): a
+/// pool of 32 workers with the default lead fits.
 #[cfg(not(loom))]
-const _: () = assert!(
-    RING_CAPACITY
-        > super::search_config::DEFAULT_PUSHER_QUEUES_UP_TO
-            * crate::engine::DEFAULT_LEAD_PER_WORKER
-);
+const MAX_RING_CAPACITY: usize = 1 << 17;
+
+/// Ops the queues of a pool hold, for an engine whose pushing threads may
+/// keep `max_lead` ops pending (`EngineBuilder::max_lead`; 0: no limit).
+///
+/// Every op in a pushing thread's queue is pending, and the lead lets a
+/// thread push up to [`CHECK_EVERY`](crate::engine::lead::CHECK_EVERY)
+/// ops past the limit before it looks, so a queue that holds the limit
+/// and those pushes is not what fills: the lead stops the pusher first,
+/// and its ops stay in the one FIFO rather than spilling to the
+/// injector. Why that matters: with a queue of 16,384 ops, a pool of 16
+/// workers given queues (`EngineBuilder::pusher_queues_up_to`) lets
+/// 32,768 ops be pending by default, so on `indep` with 10 µs bodies
+/// half the ops would have gone through the injector, and a measurement
+/// of the queue against the injector would have measured a mixture.
+#[cfg(not(loom))]
+pub(crate) fn ring_capacity(max_lead: usize) -> usize {
+    if max_lead == 0 {
+        return MIN_RING_CAPACITY;
+    }
+    max_lead
+        .saturating_add(crate::engine::lead::CHECK_EVERY as usize)
+        .checked_next_power_of_two()
+        .unwrap_or(MAX_RING_CAPACITY)
+        .clamp(MIN_RING_CAPACITY, MAX_RING_CAPACITY)
+}
 
 #[cfg(not(loom))]
 mod imp {
@@ -90,7 +110,7 @@ mod imp {
     use crossbeam_deque::Worker;
 
     use super::super::push_ring::{ring, Consumer, Producer};
-    use super::{OpPtr, QUEUES, REMEMBERED, RING_CAPACITY};
+    use super::{ring_capacity, OpPtr, QUEUES, REMEMBERED};
     use crate::sync::steal_settled;
     use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 
@@ -119,17 +139,21 @@ mod imp {
         id: u64,
         /// Queues this pool hands out: [`QUEUES`], or none.
         limit: usize,
+        /// Ops each queue holds ([`ring_capacity`]).
+        capacity: usize,
         claimed: AtomicUsize,
         slots: [OnceLock<Consumer>; QUEUES],
     }
 
     impl PusherQueues {
-        /// The queues of a new pool; with `enabled` false it hands none
-        /// out, and every push goes to the pool's injector.
-        pub(crate) fn new(enabled: bool) -> Self {
+        /// The queues of a new pool of an engine with the lead
+        /// `max_lead`; with `enabled` false it hands none out, and every
+        /// push goes to the pool's injector.
+        pub(crate) fn new(enabled: bool, max_lead: usize) -> Self {
             PusherQueues {
                 id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
                 limit: if enabled { QUEUES } else { 0 },
+                capacity: ring_capacity(max_lead),
                 claimed: AtomicUsize::new(0),
                 slots: Default::default(),
             }
@@ -174,7 +198,7 @@ mod imp {
             if i >= self.limit {
                 return None;
             }
-            let (producer, consumer) = ring(RING_CAPACITY);
+            let (producer, consumer) = ring(self.capacity);
             // The slot is this thread's alone (the index was claimed above).
             let _ = self.slots[i].set(consumer);
             Some(producer)
@@ -217,7 +241,7 @@ mod imp {
     pub(crate) struct PusherQueues;
 
     impl PusherQueues {
-        pub(crate) fn new(_enabled: bool) -> Self {
+        pub(crate) fn new(_enabled: bool, _max_lead: usize) -> Self {
             PusherQueues
         }
         pub(crate) fn mark_worker_thread() {}
@@ -271,11 +295,29 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_holds_the_lead_and_the_pushes_before_its_look() {
+        use super::{ring_capacity, MAX_RING_CAPACITY, MIN_RING_CAPACITY};
+        use crate::engine::lead::CHECK_EVERY;
+        let check = CHECK_EVERY as usize;
+        assert_eq!(ring_capacity(0), MIN_RING_CAPACITY, "no lead: the least");
+        assert_eq!(ring_capacity(1), MIN_RING_CAPACITY);
+        for workers in [1, 2, 4, 8, 16, 32] {
+            let lead = workers * crate::engine::DEFAULT_LEAD_PER_WORKER;
+            let c = ring_capacity(lead);
+            assert!(c.is_power_of_two(), "{c}");
+            assert!(c >= lead + check, "{workers} workers: {c} < {lead}");
+        }
+        assert_eq!(ring_capacity(65_536 - check), 65_536, "a lead that fits");
+        assert_eq!(ring_capacity(65_536), 131_072, "its look's pushes too");
+        assert_eq!(ring_capacity(usize::MAX), MAX_RING_CAPACITY, "capped");
+    }
+
+    #[test]
     fn a_pool_without_queues_hands_none_out() {
-        let off = super::PusherQueues::new(false);
+        let off = super::PusherQueues::new(false, 0);
         assert!(off.claim().is_none());
         assert!(off.is_empty());
-        let on = super::PusherQueues::new(true);
+        let on = super::PusherQueues::new(true, 0);
         for _ in 0..QUEUES {
             assert!(on.claim().is_some());
         }
