@@ -541,6 +541,11 @@ impl EngineBuilder {
     /// on (its push read a line the stealers write); the ring has not been
     /// measured there, which is what this setting is for.
     ///
+    /// Each such queue holds the ops [`EngineBuilder::max_lead`] lets be
+    /// pending (from 16,384 to 131,072 of them), so that with a lead it is
+    /// not what fills; a push that finds it full (no lead, or more than
+    /// 131,072 ops pending) goes to the shared queue instead.
+    ///
     /// # Examples
     ///
     /// ```
