@@ -543,8 +543,9 @@ impl EngineBuilder {
     ///
     /// Each such queue holds the ops [`EngineBuilder::max_lead`] lets be
     /// pending (from 16,384 to 131,072 of them), so that with a lead it is
-    /// not what fills; a push that finds it full (no lead, or more than
-    /// 131,072 ops pending) goes to the shared queue instead.
+    /// not what fills; a push that finds it full (with no lead, or with
+    /// more ops pending than it holds, as when the lead's wait gives up
+    /// on ops that do not complete) goes to the shared queue instead.
     ///
     /// # Examples
     ///
