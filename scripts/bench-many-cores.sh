@@ -8,7 +8,9 @@
 #   PLAN, run in the order given:
 #     ring         the pushing thread's queue (a ring) in pools of 4-16
 #                  workers against the injector they use by default
-#                  (--pusher-queues-up-to 16), with --cpu-time (~200 s)
+#                  (--pusher-queues-up-to 16), with --cpu-time, then the
+#                  ring with the sleep fence split (--asymmetric-fence)
+#                  against the ring alone at 16 workers (~270 s)
 #     wake         who pays the wake-ups at 16 workers: the defaults, the
 #                  last searcher waking a successor (8 searchers and 1),
 #                  every worker searching (~180 s)
@@ -19,7 +21,7 @@
 #                  ring (~60 s; needs a bundle packed with PERF=1)
 #     peers        chain, randsum, priority and roundtrip against every
 #                  peer at 2, 8 and 16 workers (~300 s)
-#     first        ring, then wake: one call of about 380 s
+#     first        ring, then wake: one call of about 450 s
 #     second       granularity, then profiles: one call of about 260 s
 # Environment:
 #   BUNDLE   the bundle (default .dev/bundle)
@@ -112,7 +114,14 @@ plan_ring() {
   run_peers ring DEADLINE=200 WORKERS="$(workers 16 8 4)" BODIES="0 1 2 10" \
     WORKLOADS="indep wavefront random" \
     TUNE_ct="--cpu-time" TUNE_pq="--pusher-queues-up-to 16 --cpu-time" \
-    SYSTEMS="depengine-tune-ct depengine-tune-pq"
+    SYSTEMS="depengine-tune-ct depengine-tune-pq" || return
+  # The ring with the sleep fence split (--asymmetric-fence, a bundle of
+  # the commit that added it or later), beside the ring alone, at 16.
+  run_peers fence DEADLINE=70 WORKERS="$(workers 16)" BODIES="0 1 2 10" \
+    WORKLOADS="indep wavefront" \
+    TUNE_pq="--pusher-queues-up-to 16 --cpu-time" \
+    TUNE_pqaf="--pusher-queues-up-to 16 --asymmetric-fence --cpu-time" \
+    SYSTEMS="depengine-tune-pq depengine-tune-pqaf"
 }
 
 plan_wake() {

@@ -115,6 +115,8 @@ out=$(BUNDLE=$FB OUT=$mc scripts/bench-many-cores.sh first 2>&1) || fail "bench-
   fail "first should run ring, then wake:"$'\n'"$out"
 grep -q 'WORKERS=16 8 4 SYSTEMS=depengine-tune-ct depengine-tune-pq TUNE_pq=--pusher-queues-up-to 16 --cpu-time OPS=200000' \
   "$mc"/ring-results-*.txt || fail "ring ran with other settings: $(cat "$mc"/ring-results-*.txt)"
+grep -q 'WORKERS=16 SYSTEMS=depengine-tune-pq depengine-tune-pqaf TUNE_pq=--pusher-queues-up-to 16 --cpu-time OPS=200000' \
+  "$mc"/fence-results-*.txt || fail "ring's fence call ran with other settings: $(cat "$mc"/fence-results-*.txt)"
 grep -q 'WORKERS=16 SYSTEMS=.*depengine-tune-s16' "$mc"/wake-results-*.txt ||
   fail "wake ran with other settings: $(cat "$mc"/wake-results-*.txt)"
 grep -q '^plans: ring wake$' "$mc/machine.txt" || fail "machine.txt without the plans: $(cat "$mc/machine.txt")"

@@ -166,6 +166,11 @@ mod loom_mutex {
 mod try_mutex;
 pub(crate) use self::try_mutex::{TryMutex, TryMutexGuard};
 
+/// The sleep protocol's fence split between the pushing side (a compiler
+/// fence) and the sleeping side (a process-wide barrier); SeqCst fences on
+/// both sides under loom.
+pub(crate) mod asymmetric_fence;
+
 // ---------------------------------------------------------------------------
 // Threads, thread-locals and spinning.
 // ---------------------------------------------------------------------------

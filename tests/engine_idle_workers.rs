@@ -11,13 +11,17 @@
 //! instead of hanging when it does not return within a minute. The
 //! readers then check that the write was done before them, and the
 //! rounds that every reader ran.
+//!
+//! The lone pushes of the last tests reach workers in every state:
+//! searching, lingering, on their way to sleep, asleep. Each op must start
+//! with no later push to wake anybody for it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use depengine::{Engine, EngineBuilder, EngineKind, OpDesc, OpError};
+use depengine::{BuildError, Engine, EngineBuilder, EngineKind, OpDesc, OpError};
 
 /// Far longer than a searcher lingers (50 µs), so that the others sleep.
 const LONG_WRITE: Duration = Duration::from_millis(3);
@@ -128,5 +132,114 @@ fn every_search_setting_still_wakes_the_workers_for_the_readers() {
             let builder = Engine::builder().kind(kind).cpu_workers(workers);
             long_write_then_readers(tune(builder).build().unwrap());
         }
+    }
+}
+
+/// Pushes ops one at a time, each after a pause of 0 to 200 µs (fixed
+/// seed), and waits for each to start before the next: with no later
+/// push, a lost wake-up leaves the op queued with every worker asleep.
+/// The pushes run on a thread of their own, which hands the engine back
+/// when they are done; the test fails, instead of hanging, when an op has
+/// not started within 10 s (a hang guard, not a time measured). The
+/// engine is then left to that thread: dropping it would wait for the
+/// stranded op.
+fn lone_pushes_each_start(engine: Engine, pushes: usize) -> Engine {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let x = engine.new_var();
+        for i in 0..pushes {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            spin(Duration::from_micros(seed % 200));
+            let started = Arc::new(AtomicBool::new(false));
+            let s = started.clone();
+            // Alternately an op of no var and a write, so that both the
+            // pushing thread's queue and a var's grant hand ops over.
+            let desc = if i % 2 == 0 {
+                OpDesc::new("lone")
+            } else {
+                OpDesc::new("lone write").writes(&x)
+            };
+            engine
+                .push(desc, move |_| {
+                    s.store(true, Ordering::SeqCst);
+                    Ok(())
+                })
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !started.load(Ordering::SeqCst) {
+                if Instant::now() > deadline {
+                    let _ = tx.send(Err(i));
+                    std::mem::forget(engine);
+                    return;
+                }
+                std::thread::yield_now();
+            }
+        }
+        engine.wait_for_all().unwrap();
+        let _ = tx.send(Ok(engine));
+    });
+    match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(Ok(engine)) => engine,
+        Ok(Err(i)) => panic!("push {i}: the op did not start within 10 s (a lost wake-up)"),
+        Err(e) => panic!("the lone pushes did not finish within two minutes: {e}"),
+    }
+}
+
+#[test]
+fn a_lone_push_wakes_a_worker_whatever_state_the_workers_are_in() {
+    for (kind, workers, linger) in [
+        (EngineKind::PerDevice, 2, None),
+        (EngineKind::PerDevice, 4, Some(Duration::ZERO)),
+        (EngineKind::Pooled, 3, None),
+    ] {
+        let mut builder = Engine::builder().kind(kind).cpu_workers(workers);
+        if let Some(l) = linger {
+            builder = builder.linger(l);
+        }
+        lone_pushes_each_start(builder.build().unwrap(), 2_000);
+    }
+}
+
+/// With the sleep fence split (`asymmetric_wake_fence`) a worker going to
+/// sleep pays for both sides, and the pushes and completions fence only
+/// against the compiler: the workers must still be woken for every op,
+/// through the shared queue or a pushing thread's own. Where the barrier
+/// cannot be had, the builder says so by name and there is nothing to run.
+#[test]
+fn with_the_sleep_fence_split_every_op_still_reaches_a_worker() {
+    let split = |b: EngineBuilder| b.asymmetric_wake_fence(true);
+    if let Err(e) = split(Engine::builder()).build() {
+        assert!(
+            matches!(
+                e,
+                BuildError::Unavailable {
+                    setting: "asymmetric_wake_fence",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        eprintln!("skipped: {e}");
+        return;
+    }
+    for (kind, workers, queues, linger) in [
+        (EngineKind::PerDevice, 2, None, None),
+        (EngineKind::PerDevice, 4, Some(4), Some(Duration::ZERO)),
+        (EngineKind::PerDevice, 4, None, None),
+        (EngineKind::Pooled, 3, None, Some(Duration::ZERO)),
+    ] {
+        eprintln!("{kind}, {workers} workers, pusher queues {queues:?}, linger {linger:?}");
+        let mut builder = split(Engine::builder().kind(kind).cpu_workers(workers));
+        if let Some(n) = queues {
+            builder = builder.pusher_queues_up_to(n);
+        }
+        if let Some(l) = linger {
+            builder = builder.linger(l);
+        }
+        let engine = lone_pushes_each_start(builder.build().unwrap(), 2_000);
+        long_write_then_readers(engine);
     }
 }

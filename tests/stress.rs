@@ -41,6 +41,9 @@ struct Variant {
     /// pools of up to 4 workers too (`pusher_queues_up_to`), not only in
     /// pools of two.
     pusher_queues: bool,
+    /// The pools' sleep fence split (`asymmetric_wake_fence`); the test
+    /// is skipped where the system has no barrier for it.
+    asymmetric_fence: bool,
 }
 
 type BoxedBody = Box<dyn FnOnce(&OpCtx<'_>) -> OpResult + Send>;
@@ -65,6 +68,7 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
         searching_tuned,
         keeping_one_searching,
         pusher_queues,
+        asymmetric_fence,
     } = variant;
     let mut builder = Engine::builder()
         .kind(kind)
@@ -83,7 +87,17 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
     if pusher_queues {
         builder = builder.pusher_queues_up_to(4);
     }
-    let engine = builder.build().unwrap();
+    if asymmetric_fence {
+        builder = builder.asymmetric_wake_fence(true);
+    }
+    let engine = match builder.build() {
+        Ok(engine) => engine,
+        Err(e @ depengine::BuildError::Unavailable { .. }) if asymmetric_fence => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
     let vars: Arc<Vec<Var>> = Arc::new((0..VARS).map(|_| engine.new_var()).collect());
     let holders: Arc<Vec<AtomicIsize>> = Arc::new((0..VARS).map(|_| AtomicIsize::new(0)).collect());
     let threads: Vec<_> = (0..PUSHERS)
@@ -316,6 +330,32 @@ fn stress_per_device_4_with_pusher_queues() {
         4,
         Variant {
             pusher_queues: true,
+            ..Variant::default()
+        },
+    );
+}
+
+#[test]
+fn stress_per_device_4_with_pusher_queues_and_the_sleep_fence_split() {
+    stress_variant(
+        EngineKind::PerDevice,
+        4,
+        Variant {
+            pusher_queues: true,
+            asymmetric_fence: true,
+            ..Variant::default()
+        },
+    );
+}
+
+#[test]
+fn stress_pooled_2_batched_with_the_sleep_fence_split() {
+    stress_variant(
+        EngineKind::Pooled,
+        2,
+        Variant {
+            batched: true,
+            asymmetric_fence: true,
             ..Variant::default()
         },
     );

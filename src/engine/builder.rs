@@ -120,6 +120,7 @@ pub struct EngineBuilder {
     linger_through_pushes: bool,
     keep_one_searching: bool,
     pusher_queues_up_to: Option<usize>,
+    asymmetric_wake_fence: bool,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -524,6 +525,50 @@ impl EngineBuilder {
         self
     }
 
+    /// Splits the fence of the pools' sleep protocol: a thread that queues
+    /// an op then orders its look at the sleeping workers with a compiler
+    /// fence only, and a worker going to sleep pays for both sides with a
+    /// process-wide memory barrier (Linux's `membarrier`). Off by default.
+    ///
+    /// Every op queued is followed by that look, and with a full fence
+    /// there (the default) the queuing thread waits for its earlier stores
+    /// (the op's block, its queue's slot and index) to reach lines that
+    /// workers on other cores hold. With this setting those stores drain
+    /// while the thread goes on, and each worker's sleep costs a system
+    /// call that interrupts every core running one of the process's
+    /// threads. Whether that pays depends on how often workers sleep
+    /// against how often ops are queued; it is meant for measuring the
+    /// pushing thread's cost on many cores, with the pushing thread's own
+    /// queue ([`EngineBuilder::pusher_queues_up_to`]), whose pushes make
+    /// no locked instruction that would wait for those stores anyway. Not
+    /// measured on many cores yet; on 2 cores it moved no row steadily
+    /// (`BENCHMARKS.md`, "The sleep fence split").
+    ///
+    /// [`EngineBuilder::build`] fails with [`BuildError::Unavailable`] where
+    /// the barrier cannot be had (not Linux, a kernel without the private
+    /// expedited command, a sandbox that forbids the call).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{BuildError, Engine, OpDesc};
+    /// match Engine::builder().cpu_workers(2).asymmetric_wake_fence(true).build() {
+    ///     Ok(engine) => {
+    ///         let vars: Vec<_> = (0..1000).map(|_| engine.new_var()).collect();
+    ///         for v in &vars {
+    ///             engine.push(OpDesc::new("fill").writes(v), |_| Ok(())).unwrap();
+    ///         }
+    ///         engine.wait_for_all().unwrap();
+    ///         assert!(vars.iter().all(|v| v.version() == 1));
+    ///     }
+    ///     Err(e) => assert!(matches!(e, BuildError::Unavailable { .. }), "{e}"),
+    /// }
+    /// ```
+    pub fn asymmetric_wake_fence(mut self, on: bool) -> Self {
+        self.asymmetric_wake_fence = on;
+        self
+    }
+
     /// Pools of at most `workers` workers give each pushing thread (the
     /// first 8 that push to the pool) a queue of its own for the ops that
     /// are ready at its push, which the workers look in before the pool's
@@ -663,6 +708,15 @@ impl EngineBuilder {
                 why: "at most one second: a lingering worker holds its CPU",
             });
         }
+        let asymmetric_fence = self.asymmetric_wake_fence;
+        if asymmetric_fence {
+            crate::sync::asymmetric_fence::register().map_err(|message| {
+                BuildError::Unavailable {
+                    setting: "asymmetric_wake_fence",
+                    message,
+                }
+            })?;
+        }
         let or = |n: usize, d: usize| if n == 0 { d } else { n };
         let kind = self.kind.unwrap_or_default();
         let cpu_workers = or(self.cpu_workers, cpu_count());
@@ -693,6 +747,7 @@ impl EngineBuilder {
                 pusher_queues_up_to: self
                     .pusher_queues_up_to
                     .unwrap_or(DEFAULT_PUSHER_QUEUES_UP_TO),
+                asymmetric_fence,
             },
         })
     }
@@ -734,8 +789,27 @@ mod tests {
                 linger_through_pushes: true,
                 keep_one_searching: true,
                 pusher_queues_up_to: 16,
+                asymmetric_fence: false,
             }
         );
+        // Asked for, the split fence is on where the barrier registers,
+        // and an error naming the setting where it does not.
+        match EngineBuilder::new().asymmetric_wake_fence(true).resolve() {
+            Ok(c) => assert!(c.search.asymmetric_fence),
+            Err(e) => {
+                assert!(
+                    matches!(
+                        e,
+                        BuildError::Unavailable {
+                            setting: "asymmetric_wake_fence",
+                            ..
+                        }
+                    ),
+                    "{e}"
+                );
+                assert!(e.to_string().contains("asymmetric_wake_fence"), "{e}");
+            }
+        }
     }
 
     #[test]

@@ -254,6 +254,14 @@ pub enum BuildError {
         /// The OS error.
         message: String,
     },
+    /// A builder setting needs something this system does not offer.
+    #[error("engine setting `{setting}` cannot be used here: {message}; build without it")]
+    Unavailable {
+        /// The setting.
+        setting: &'static str,
+        /// What is missing, as the system reported it.
+        message: String,
+    },
     /// A builder setting is out of range.
     #[error("engine setting `{setting}` = {value} is invalid: {why}")]
     BadSetting {

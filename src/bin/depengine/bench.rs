@@ -135,6 +135,12 @@ pub(crate) struct BenchArgs {
     /// `-pq<N>`.
     #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
     pusher_queues_up_to: Option<usize>,
+    /// Splits the pools' sleep fence: a compiler fence after each op
+    /// queued, a process-wide barrier (Linux's membarrier) at each
+    /// worker's sleep (`EngineBuilder::asymmetric_wake_fence`). The line's
+    /// system gets `-afence`.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
+    asymmetric_fence: bool,
     /// Report where the threads spent each timed run, from each thread's
     /// CPU clock and the scheduler's run-queue time (Linux only; read
     /// before the clock starts and after it stops): `worker_cpu`, the
@@ -267,6 +273,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.pusher_queues_up_to {
         builder = builder.pusher_queues_up_to(n);
     }
+    builder = builder.asymmetric_wake_fence(args.asymmetric_fence);
     let mut engine = builder.build()?;
     // The naive executor runs every op on the thread that makes it ready,
     // and a serial scope on the thread that pushes it: the pushing thread
@@ -326,6 +333,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(n) = args.pusher_queues_up_to {
         system += &format!("-pq{n}");
+    }
+    if args.asymmetric_fence {
+        system += "-afence";
     }
 
     let mut ns = Vec::with_capacity(args.runs);

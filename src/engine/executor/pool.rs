@@ -124,7 +124,7 @@ impl PoolShared {
             prio: Mutex::new(BinaryHeap::new()),
             prio_len: AtomicUsize::new(0),
             by_priority,
-            sleep: Sleep::new(workers),
+            sleep: Sleep::new(workers).with_asymmetric_fence(search.asymmetric_fence),
             shutdown: AtomicBool::new(false),
             max_searching: search.max_searching_in(workers),
             search,

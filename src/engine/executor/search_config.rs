@@ -39,6 +39,11 @@ pub(crate) struct SearchConfig {
     /// queue of its own, which the workers look in before the injector
     /// (`pusher_queues.rs`).
     pub(crate) pusher_queues_up_to: usize,
+    /// Whether the pools' sleep protocol splits its fence: a compiler
+    /// fence where ops are queued, a process-wide barrier where a worker
+    /// goes to sleep (`sync/asymmetric_fence.rs`). The builder turns it on
+    /// only once the barrier is registered.
+    pub(crate) asymmetric_fence: bool,
 }
 
 impl Default for SearchConfig {
@@ -49,6 +54,7 @@ impl Default for SearchConfig {
             linger_through_pushes: false,
             keep_one_searching: false,
             pusher_queues_up_to: DEFAULT_PUSHER_QUEUES_UP_TO,
+            asymmetric_fence: false,
         }
     }
 }

@@ -39,6 +39,11 @@
 //! Pusher: `queue.push(op); fence(SeqCst); if sleepers > 0 && searching == 0 { pop an idle worker; unpark it }`.
 //! Sleeper: `idle.push(me); sleepers += 1 (SeqCst); fence(SeqCst); if !has_work() { park }`.
 //!
+//! With `EngineBuilder::asymmetric_wake_fence` the pusher's fence is a
+//! compiler fence and the sleeper's is followed by a process-wide memory
+//! barrier (`sync/asymmetric_fence.rs` says why one side still sees the
+//! other); the argument below then holds as it stands.
+//!
 //! The two fences are ordered in the single SeqCst order. If the pusher's
 //! fence comes first, the sleeper's `has_work()` sees the op and does not
 //! park: it takes itself off the idle stack, or, if a pusher popped it
@@ -55,7 +60,9 @@
 //! loom models at the end of this file check the argument (a lost wake-up
 //! is a deadlock there).
 
-use crate::sync::{fence, increment_below, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{
+    asymmetric_fence, fence, increment_below, AtomicUsize, Condvar, Mutex, Ordering,
+};
 
 std::thread_local! {
     /// Sleeping workers this thread has woken (`Sleep::wake`), of any
@@ -100,6 +107,10 @@ impl Parker {
 }
 
 pub(crate) struct Sleep {
+    /// The fence split (`sync/asymmetric_fence.rs`): a compiler fence in
+    /// [`Sleep::notify_many`], a process-wide barrier in [`Sleep::sleep`].
+    /// Beside the counts, whose line every notify reads anyway.
+    asymmetric: bool,
     sleepers: AtomicUsize,
     searching: AtomicUsize,
     /// Indices of the workers that sleep or are about to.
@@ -111,11 +122,19 @@ impl Sleep {
     /// The sleep state of a pool of `workers` workers, indexed `0..workers`.
     pub(crate) fn new(workers: usize) -> Self {
         Sleep {
+            asymmetric: false,
             sleepers: AtomicUsize::new(0),
             searching: AtomicUsize::new(0),
             idle: Mutex::new(Vec::with_capacity(workers)),
             parkers: (0..workers).map(|_| Parker::new()).collect(),
         }
+    }
+
+    /// The same, with the fence split when `on` (`EngineBuilder::
+    /// asymmetric_wake_fence`, which registered the barrier first).
+    pub(crate) fn with_asymmetric_fence(mut self, on: bool) -> Self {
+        self.asymmetric = on;
+        self
     }
 
     /// Called after queueing work.
@@ -129,7 +148,11 @@ impl Sleep {
     /// the first wake-up; the others only spread the ops sooner.
     #[inline]
     pub(crate) fn notify_many(&self, n: usize) {
-        fence(Ordering::SeqCst);
+        if self.asymmetric {
+            asymmetric_fence::light();
+        } else {
+            fence(Ordering::SeqCst);
+        }
         if self.sleepers.load(Ordering::SeqCst) > 0 && self.searching.load(Ordering::SeqCst) == 0 {
             self.wake(n);
         }
@@ -204,7 +227,11 @@ impl Sleep {
             idle.push(index);
             self.sleepers.fetch_add(1, Ordering::SeqCst);
         }
-        fence(Ordering::SeqCst);
+        if self.asymmetric {
+            asymmetric_fence::heavy();
+        } else {
+            fence(Ordering::SeqCst);
+        }
         if has_work() {
             let mut idle = self.idle.lock();
             if let Some(at) = idle.iter().position(|&w| w == index) {
