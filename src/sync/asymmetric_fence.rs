@@ -102,11 +102,17 @@ pub(crate) fn heavy() {
     fence(Ordering::SeqCst);
     #[cfg(all(target_os = "linux", not(loom)))]
     {
-        let rc = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
-        // Registered (the pool is only built with this fence after
-        // `register` succeeded), the command cannot fail; if it did, the
-        // light side's compiler fences would no longer order anything, and
-        // a wake-up could be lost: stop rather than hang.
+        let mut rc = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+        if rc != 0 {
+            // The registration belongs to the process's address space; a
+            // child made by `fork` after it starts unregistered, with the
+            // answer of `register` cached: register again, once.
+            let _ = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
+            rc = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+        }
+        // Registered, the command cannot fail; if it did, the light side's
+        // compiler fences would no longer order anything, and a wake-up
+        // could be lost: stop rather than hang.
         assert!(
             rc == 0,
             "membarrier failed after registration: {}",
