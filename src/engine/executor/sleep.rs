@@ -109,7 +109,8 @@ impl Parker {
 pub(crate) struct Sleep {
     /// The fence split (`sync/asymmetric_fence.rs`): a compiler fence in
     /// [`Sleep::notify_many`], a process-wide barrier in [`Sleep::sleep`].
-    /// Beside the counts, whose line every notify reads anyway.
+    /// Set before the pool starts and never written again, so every
+    /// notify reads it from its own cache.
     asymmetric: bool,
     sleepers: AtomicUsize,
     searching: AtomicUsize,
