@@ -116,7 +116,7 @@ plan_ring() {
     TUNE_ct="--cpu-time" TUNE_pq="--pusher-queues-up-to 16 --cpu-time" \
     SYSTEMS="depengine-tune-ct depengine-tune-pq" || return
   # The ring with the sleep fence split (--asymmetric-fence, a bundle of
-  # the commit that added it or later), beside the ring alone, at 16.
+  # ffb82a1 or later), beside the ring alone, at 16.
   run_peers fence DEADLINE=70 WORKERS="$(workers 16)" BODIES="0 1 2 10" \
     WORKLOADS="indep wavefront" \
     TUNE_pq="--pusher-queues-up-to 16 --cpu-time" \
