@@ -21,6 +21,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use depengine::util::rng::SplitMix64;
 use depengine::{BuildError, Engine, EngineBuilder, EngineKind, OpDesc, OpError};
 
 /// Far longer than a searcher lingers (50 µs), so that the others sleep.
@@ -146,13 +147,10 @@ fn every_search_setting_still_wakes_the_workers_for_the_readers() {
 fn lone_pushes_each_start(engine: Engine, pushes: usize) -> Engine {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rng = SplitMix64::new(42);
         let x = engine.new_var();
         for i in 0..pushes {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            spin(Duration::from_micros(seed % 200));
+            spin(Duration::from_micros(rng.below(200)));
             let started = Arc::new(AtomicBool::new(false));
             let s = started.clone();
             // Alternately an op of no var and a write, so that both the
