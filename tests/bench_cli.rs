@@ -317,6 +317,41 @@ fn replay_runs_name_their_system_and_refuse_priority_and_roundtrip() {
 }
 
 #[test]
+fn replay_helpers_name_the_system_and_need_a_replay() {
+    for (how, suffix) in [
+        ("adaptive", ""),
+        ("all", "-helpers-all"),
+        ("one", "-helpers-one"),
+    ] {
+        let line = result_line(&[
+            "--workload",
+            "wavefront",
+            "--n",
+            "20",
+            "--workers",
+            "2",
+            "--runs",
+            "3",
+            "--replay",
+            "--replay-helpers",
+            how,
+        ]);
+        assert_eq!(
+            field(&line, "system"),
+            format!("depengine-per-device-replay{suffix}")
+        );
+        assert_eq!(field(&line, "ops"), "400");
+    }
+    let err = refused(&["--replay", "--replay-helpers", "some"]);
+    assert!(
+        err.contains("`some`") && err.contains("adaptive, all or one"),
+        "{err}"
+    );
+    let err = refused(&["--workload", "chain", "--replay-helpers", "one"]);
+    assert!(err.contains("--replay"), "{err}");
+}
+
+#[test]
 fn serial_runs_report_one_thread_and_refuse_roundtrip() {
     // On a 2-worker engine the serial scope still runs every op on the
     // pushing thread: one thread, and a busy body's time per op is its

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use depengine::{Engine, EngineError, OpDesc, OpError, PrivateAccess, PrivateVar, Property};
+use depengine::{
+    Engine, EngineError, OpDesc, OpError, PrivateAccess, PrivateVar, Property, ReplayHelpers,
+};
 
 /// A node body that adds `weight` to `ran` each run, except the run
 /// numbered `fail_on` (from 0), where it fails instead.
@@ -193,6 +195,162 @@ fn replays_have_the_effects_of_the_ops_pushed_one_by_one() {
 }
 
 #[test]
+fn every_helper_setting_has_the_effects_of_the_ops_pushed_one_by_one() {
+    // Enough runs for the adaptive policy to run the graph both ways
+    // (one helper is tried on the third run, the workers again sixteen
+    // runs later), and each run checked against the serial order.
+    const VARS: usize = 8;
+    const REPS: usize = 40;
+    let ops = Arc::new(random_ops(7, 300, VARS));
+    let want: Vec<AtomicU64> = (0..VARS).map(|_| AtomicU64::new(0)).collect();
+    for (i, op) in ops.iter().enumerate() {
+        apply(i, op, &want);
+    }
+    let want: Vec<u64> = want.iter().map(|v| v.load(Ordering::Relaxed)).collect();
+    for setting in [
+        ReplayHelpers::Adaptive,
+        ReplayHelpers::All,
+        ReplayHelpers::One,
+    ] {
+        for workers in [2, 4] {
+            let engine = Engine::builder().cpu_workers(workers).build().unwrap();
+            let vals: Arc<Vec<AtomicU64>> =
+                Arc::new((0..VARS).map(|_| AtomicU64::new(0)).collect());
+            let mut b = engine.replay_builder("random");
+            b.helpers(setting);
+            let private: Vec<PrivateVar> = (0..VARS).map(|_| b.private_var()).collect();
+            for i in 0..ops.len() {
+                let on = |list: &[usize]| -> Vec<PrivateVar> {
+                    list.iter().map(|&v| private[v]).collect()
+                };
+                let (r, w) = (on(&ops[i].reads), on(&ops[i].writes));
+                let (ops, vals) = (ops.clone(), vals.clone());
+                b.push_with(
+                    OpDesc::new(format!("op{i}")),
+                    PrivateAccess::new().reads(&r).writes(&w),
+                    move || {
+                        apply(i, &ops[i], &vals);
+                        Ok(())
+                    },
+                )
+                .unwrap();
+            }
+            let replay = b.build();
+            assert_eq!(replay.helpers(), setting);
+            for rep in 0..REPS {
+                for v in vals.iter() {
+                    v.store(0, Ordering::Relaxed);
+                }
+                engine.push_replay(&replay).unwrap();
+                engine.wait_for_all().unwrap();
+                let got: Vec<u64> = vals.iter().map(|v| v.load(Ordering::Relaxed)).collect();
+                assert_eq!(got, want, "{setting:?}, {workers} workers, run {rep}");
+            }
+        }
+    }
+}
+
+/// A node body that notes the thread it runs on and how many nodes run
+/// at once, holding its CPU for `spin` so that others would overlap it.
+fn notes_threads(
+    threads: &Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+    active: &Arc<AtomicUsize>,
+    most: &Arc<AtomicUsize>,
+    spin: Duration,
+) -> impl Fn() -> Result<(), OpError> + Send + Sync + 'static {
+    let (threads, active, most) = (threads.clone(), active.clone(), most.clone());
+    move || {
+        let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(now, Ordering::SeqCst);
+        threads.lock().unwrap().push(std::thread::current().id());
+        let t = Instant::now();
+        while t.elapsed() < spin {
+            std::hint::spin_loop();
+        }
+        active.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_replay_given_one_helper_runs_each_run_on_one_thread() {
+    // 32 independent nodes on 4 workers: with the pool's workers they
+    // spread (the fan test above); with one helper each run stays on the
+    // worker that started it, one node at a time.
+    const NODES: usize = 32;
+    let engine = Engine::builder().cpu_workers(4).build().unwrap();
+    let threads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (active, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let vars: Vec<_> = (0..NODES).map(|_| engine.new_var()).collect();
+    let mut b = engine.replay_builder("one");
+    b.helpers(ReplayHelpers::One);
+    for v in &vars {
+        b.push(
+            OpDesc::new("spin").writes(v),
+            notes_threads(&threads, &active, &most, Duration::from_micros(50)),
+        )
+        .unwrap();
+    }
+    let replay = b.build();
+    for run in 0..5 {
+        threads.lock().unwrap().clear();
+        engine.push_replay(&replay).unwrap();
+        engine.wait_for_all().unwrap();
+        let mut seen = threads.lock().unwrap().clone();
+        assert_eq!(seen.len(), NODES, "run {run}");
+        seen.dedup();
+        assert_eq!(seen.len(), 1, "run {run}: nodes ran on {seen:?}");
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn an_adaptive_replay_whose_runs_take_long_keeps_its_nodes_running_together() {
+    // Two nodes that each wait (up to a bound) for the other to start,
+    // then hold their worker for 300 µs: every run takes longer than the
+    // policy's bar for trying one helper (100 µs), so every run must
+    // have both going at once. Run alone, the first would wait out the
+    // bound and the count of runs that met would fall short.
+    const RUNS: usize = 40;
+    let engine = Engine::builder().cpu_workers(2).build().unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let met = Arc::new(AtomicUsize::new(0));
+    let (x, y) = (engine.new_var(), engine.new_var());
+    let mut b = engine.replay_builder("pair");
+    for v in [&x, &y] {
+        let (started, met) = (started.clone(), met.clone());
+        b.push(OpDesc::new("meet").writes(v), move || {
+            // The pair of this run: nodes 2k + 1 and 2k + 2 to start.
+            let me = started.fetch_add(1, Ordering::SeqCst) + 1;
+            let pair = me.div_ceil(2) * 2;
+            let t = Instant::now();
+            while started.load(Ordering::SeqCst) < pair && t.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            if started.load(Ordering::SeqCst) >= pair {
+                met.fetch_add(1, Ordering::SeqCst);
+            }
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_micros(300) {
+                std::hint::spin_loop();
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let replay = b.build();
+    for _ in 0..RUNS {
+        engine.push_replay(&replay).unwrap();
+        engine.wait_for_all().unwrap();
+    }
+    assert_eq!(
+        met.load(Ordering::SeqCst),
+        2 * RUNS,
+        "some run had one helper"
+    );
+}
+
+#[test]
 fn runs_of_a_replay_with_private_vars_only_follow_one_another() {
     // Each node reads the shared count, yields, and writes it back plus
     // one: two runs at once would lose increments.
@@ -239,6 +397,7 @@ fn independent_nodes_run_at_the_same_time_on_two_workers() {
     let met = Arc::new(AtomicUsize::new(0));
     let (x, y) = (engine.new_var(), engine.new_var());
     let mut b = engine.replay_builder("pair");
+    b.helpers(ReplayHelpers::All);
     for v in [&x, &y] {
         b.push(OpDesc::new("meet").writes(v), meets(&started, &met, 2))
             .unwrap();
@@ -266,6 +425,7 @@ fn a_fan_released_by_one_node_runs_on_every_worker() {
     let x = engine.new_var();
     let ys: Vec<_> = (0..WIDTH).map(|_| engine.new_var()).collect();
     let mut b = engine.replay_builder("fan");
+    b.helpers(ReplayHelpers::All);
     b.push(OpDesc::new("root").writes(&x), || Ok(())).unwrap();
     for y in &ys {
         b.push(

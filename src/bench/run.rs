@@ -6,7 +6,7 @@ use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{thread, Arc, Condvar, Mutex};
 use crate::{
     Batch, Completion, Engine, EngineError, OpDesc, PrivateAccess, PrivateVar, Property, Replay,
-    Serial, Var,
+    ReplayHelpers, Serial, Var,
 };
 
 use super::cpu::{CpuSnapshot, CpuUse};
@@ -410,7 +410,23 @@ impl TraceReplay {
         trace: &Trace,
         vars: ReplayVars,
     ) -> Result<TraceReplay, EngineError> {
+        Self::capture_with(engine, trace, vars, ReplayHelpers::default())
+    }
+
+    /// [`TraceReplay::capture`] with the replay's runs given `helpers`
+    /// ([`ReplayBuilder::helpers`](crate::ReplayBuilder::helpers)).
+    ///
+    /// # Errors
+    ///
+    /// Any error of the engine (none is expected).
+    pub fn capture_with(
+        engine: &Engine,
+        trace: &Trace,
+        vars: ReplayVars,
+        helpers: ReplayHelpers,
+    ) -> Result<TraceReplay, EngineError> {
         let mut builder = engine.replay_builder("bench");
+        builder.helpers(helpers);
         let (engine_vars, private): (Vec<Var>, Vec<PrivateVar>) = match vars {
             ReplayVars::Engine => (
                 (0..trace.vars).map(|_| engine.new_var()).collect(),

@@ -112,7 +112,7 @@ pub use executor::search_config::DEFAULT_LINGER;
 pub(crate) use executor::woken_by_this_thread;
 pub use op::{Context, OpCtx, OpDesc, OpResult, Property, VarList};
 pub use operator::Operator;
-pub use replay::{PrivateAccess, PrivateVar, Replay, ReplayBuilder};
+pub use replay::{PrivateAccess, PrivateVar, Replay, ReplayBuilder, ReplayHelpers};
 pub use serial::Serial;
 pub use var::{Var, VarId};
 

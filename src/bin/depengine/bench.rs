@@ -12,7 +12,7 @@ use depengine::bench::{
     run_trace_pushers, run_trace_serial, run_trace_stream, ReplayVars, Spec, Summary, TraceReplay,
     Workload,
 };
-use depengine::{Engine, EngineKind};
+use depengine::{Engine, EngineKind, ReplayHelpers};
 
 /// Arguments of `depengine bench`.
 #[derive(Args, Debug)]
@@ -93,6 +93,13 @@ pub(crate) struct BenchArgs {
     /// With --replay: the workload's vars are engine vars.
     #[arg(long, requires = "replay")]
     replay_engine_vars: bool,
+    /// With --replay: how many workers a run may use
+    /// (`ReplayBuilder::helpers`): adaptive (the library's default: times
+    /// runs with one helper and with every worker and keeps the faster),
+    /// all or one. Other than adaptive, the line's system gets
+    /// `-helpers-all` or `-helpers-one`.
+    #[arg(long, value_name = "HOW", default_value = "adaptive", value_parser = parse_helpers, requires = "replay")]
+    replay_helpers: ReplayHelpers,
     /// Most op blocks the engine keeps for reuse
     /// (`EngineBuilder::pooled_op_blocks`; default: the library's,
     /// 1,048,576). Given, the line's system gets `-pool<N>`.
@@ -169,6 +176,17 @@ pub(crate) struct BenchArgs {
 fn parse_kind(s: &str) -> Result<EngineKind, String> {
     s.parse()
         .map_err(|()| format!("unknown engine `{s}`: expected naive, pooled or per-device"))
+}
+
+fn parse_helpers(s: &str) -> Result<ReplayHelpers, String> {
+    match s {
+        "adaptive" => Ok(ReplayHelpers::Adaptive),
+        "all" => Ok(ReplayHelpers::All),
+        "one" => Ok(ReplayHelpers::One),
+        _ => Err(format!(
+            "unknown replay helpers `{s}`: expected adaptive, all or one"
+        )),
+    }
 }
 
 fn default_ops(w: Workload) -> usize {
@@ -303,6 +321,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             "-replay"
         };
+        system += match args.replay_helpers {
+            ReplayHelpers::Adaptive => "",
+            ReplayHelpers::All => "-helpers-all",
+            ReplayHelpers::One => "-helpers-one",
+        };
     }
     if args.serial {
         system += "-serial";
@@ -375,7 +398,12 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 ReplayVars::Private
             };
-            Some(TraceReplay::capture(&engine, &trace, vars)?)
+            Some(TraceReplay::capture_with(
+                &engine,
+                &trace,
+                vars,
+                args.replay_helpers,
+            )?)
         } else {
             None
         };

@@ -2,6 +2,7 @@
 //! `run.rs` runs one replay, `graph.rs` infers its edges.
 
 pub(crate) mod graph;
+pub(crate) mod helpers;
 pub(crate) mod run;
 
 use std::borrow::Cow;
@@ -16,6 +17,7 @@ use super::op::{Body, Context, OpDesc, OpResult, Property};
 use super::var::{Var, VarId};
 use super::{Engine, EngineError, OpError};
 use graph::{infer_preds, Edges};
+pub use helpers::ReplayHelpers;
 use run::{Graph, Node, NodeBody, Run};
 
 static NEXT_BUILDER: AtomicU64 = AtomicU64::new(0);
@@ -35,6 +37,7 @@ pub struct ReplayBuilder {
     written: Vec<bool>,
     /// [`graph::MAX_NODES`]; lower in a test.
     max_nodes: usize,
+    helpers: ReplayHelpers,
 }
 
 impl ReplayBuilder {
@@ -188,6 +191,13 @@ impl ReplayBuilder {
         i
     }
 
+    /// How many of the CPU pool's workers the replay's runs may use
+    /// ([`ReplayHelpers`]; by default [`ReplayHelpers::Adaptive`]).
+    pub fn helpers(&mut self, helpers: ReplayHelpers) -> &mut Self {
+        self.helpers = helpers;
+        self
+    }
+
     /// Nodes added so far.
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -233,7 +243,7 @@ impl ReplayBuilder {
         }
         Replay {
             helper_name: format!("{} (replay helper)", self.name).into(),
-            graph: Arc::new(Graph::new(self.name, self.nodes, edges, vars)),
+            graph: Arc::new(Graph::new(self.name, self.nodes, edges, vars, self.helpers)),
             reads,
             writes,
             n_edges,
@@ -372,6 +382,12 @@ impl Replay {
         self.graph.len() == 0
     }
 
+    /// How many of the CPU pool's workers its runs may use
+    /// ([`ReplayBuilder::helpers`]).
+    pub fn helpers(&self) -> ReplayHelpers {
+        self.graph.helpers.setting()
+    }
+
     /// Number of edges kept between the nodes: those the var queues
     /// would enforce, less each edge from a node that another predecessor
     /// of the same node follows directly (the ordering stays, through that
@@ -431,12 +447,14 @@ impl Engine {
             vars: Vec::new(),
             written: Vec::new(),
             max_nodes: graph::MAX_NODES,
+            helpers: ReplayHelpers::default(),
         }
     }
 
     /// Pushes one run of `replay`: one op that reads the vars its nodes only
     /// read and writes those they write. When it starts, the nodes run on
-    /// the CPU pool in the captured graph's order; it completes when the
+    /// the CPU pool in the captured graph's order (on as many of its
+    /// workers as [`Replay::helpers`] lets them); it completes when the
     /// last node has, and fails with the first node that failed.
     ///
     /// # Errors
@@ -447,7 +465,7 @@ impl Engine {
     pub fn push_replay(&self, replay: &Replay) -> Result<(), EngineError> {
         let graph = replay.graph.clone();
         let core = self.core().arc();
-        let helpers = core.replay_helpers();
+        let workers = core.replay_helpers();
         let helper_name = replay.helper_name.clone();
         let body = Body::asynchronous(move |_, completion| {
             let spawn_core = core.clone();
@@ -464,7 +482,7 @@ impl Engine {
                 Ok(()) => completion.done(),
                 Err(why) => completion.fail(OpError::msg(why)),
             });
-            Run::new(graph, helpers, spawn, finish).start();
+            Run::new(graph, workers, spawn, finish).start();
         });
         let desc = OpDesc::new(replay.graph.name.clone())
             .reads(&replay.reads)

@@ -56,6 +56,7 @@ use crate::sync::{
 use super::super::core::panic_message;
 use super::super::inline_body::{InlineBody, NodeKind};
 use super::graph::Edges;
+use super::helpers::{Choice, HelperPolicy, ReplayHelpers};
 
 /// A node's body: called once per replay. Stored in the graph's array of
 /// bodies when it is small (`inline_body.rs`): a run reaches it in one
@@ -92,16 +93,20 @@ pub(crate) struct Graph {
     /// The countdowns and taint flags of finished runs, for the next ones:
     /// a large run's arrays would otherwise be fresh pages every time.
     spare: Mutex<Vec<Counts>>,
+    /// How many helpers its runs get (`helpers.rs`).
+    pub(crate) helpers: HelperPolicy,
 }
 
 impl Graph {
     /// The graph of `nodes` (in push order) with `edges` between them,
-    /// over `vars` distinct vars.
+    /// over `vars` distinct vars, whose runs get helpers as `helpers`
+    /// says.
     pub(crate) fn new(
         name: Cow<'static, str>,
         nodes: Vec<Node>,
         edges: Edges,
         vars: usize,
+        helpers: ReplayHelpers,
     ) -> Graph {
         let (bodies, info) = nodes
             .into_iter()
@@ -121,6 +126,7 @@ impl Graph {
             edges,
             vars,
             spare: Mutex::new(Vec::new()),
+            helpers: HelperPolicy::new(helpers),
         }
     }
 
@@ -249,18 +255,19 @@ pub(crate) struct Run {
     /// The first node that failed, and why.
     failure: Mutex<Option<(u32, String)>>,
     skipped: AtomicUsize,
+    /// How many helpers the graph's policy gave this run, and whether
+    /// the run is timed for it.
+    choice: Choice,
 }
 
 impl Run {
-    /// A run of `graph` with at most `max_helpers` helpers at a time.
-    pub(crate) fn new(
-        graph: Arc<Graph>,
-        max_helpers: usize,
-        spawn: Spawn,
-        finish: Finish,
-    ) -> Arc<Run> {
+    /// A run of `graph` on a pool of `workers`: at most that many
+    /// helpers at a time, or one, as the graph's policy chooses
+    /// (`helpers.rs`).
+    pub(crate) fn new(graph: Arc<Graph>, workers: usize, spawn: Spawn, finish: Finish) -> Arc<Run> {
         let counts = Some(Counts::for_run(&graph));
-        let max_helpers = max_helpers.max(1);
+        let choice = graph.helpers.choose(workers.max(1));
+        let max_helpers = choice.helpers;
         let deques: Vec<Worker<u32>> = (0..max_helpers).map(|_| Worker::new_lifo()).collect();
         let stealers = deques.iter().map(Worker::stealer).collect();
         let seats = deques.into_iter().map(|d| Mutex::new(Some(d))).collect();
@@ -278,6 +285,7 @@ impl Run {
             any_tainted: AtomicBool::new(false),
             failure: Mutex::new(None),
             skipped: AtomicUsize::new(0),
+            choice,
         })
     }
 
@@ -578,7 +586,9 @@ impl Run {
         let Some(finish) = self.finish.lock().take() else {
             return;
         };
-        let outcome = match self.failure.lock().take() {
+        let failure = self.failure.lock().take();
+        self.graph.helpers.finished(&self.choice, failure.is_none());
+        let outcome = match failure {
             None => Ok(()),
             Some((i, why)) => {
                 let node = &self.graph.info[i as usize];
@@ -607,6 +617,81 @@ impl Drop for Run {
             }
         }
         self.graph.spare.lock().push(c);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::engine::replay::graph::infer_preds;
+
+    /// A graph of `n` independent empty nodes, its runs adaptive.
+    fn independent(n: usize) -> Arc<Graph> {
+        let ops: Vec<(&[u32], &[u32])> = vec![(&[], &[]); n];
+        let preds = infer_preds(0, ops.iter().copied());
+        let nodes = (0..n)
+            .map(|i| Node {
+                name: format!("n{i}").into(),
+                body: NodeBody::new_node(|| Ok(())),
+                vars: Box::new([]),
+                nwrites: 0,
+            })
+            .collect();
+        Arc::new(Graph::new(
+            "g".into(),
+            nodes,
+            Edges::from_preds(&preds),
+            0,
+            ReplayHelpers::Adaptive,
+        ))
+    }
+
+    /// One run on a pool of `workers`, helpers on threads of their own;
+    /// returns once every helper has left.
+    fn run(graph: &Arc<Graph>, workers: usize, fail: bool) {
+        let handles = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let h = handles.clone();
+        let spawn: Spawn = Box::new(move |run: Arc<Run>| {
+            h.lock()
+                .unwrap()
+                .push(std::thread::spawn(move || run.help()));
+            true
+        });
+        let finish: Finish = Box::new(|_| {});
+        let r = Run::new(graph.clone(), workers, spawn, finish);
+        if fail {
+            *r.failure.lock() = Some((0, "test".into()));
+        }
+        r.start();
+        while let Some(t) = handles.lock().unwrap().pop() {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_run_reports_its_time_to_the_graphs_policy_unless_it_failed() {
+        let g = independent(64);
+        run(&g, 2, false);
+        assert_eq!(
+            g.helpers.timed(),
+            (1, None, None),
+            "the first run is not timed"
+        );
+        run(&g, 2, true);
+        assert_eq!(g.helpers.timed(), (2, None, None), "a failed run was timed");
+        run(&g, 2, false);
+        let (runs, alone, shared) = g.helpers.timed();
+        assert_eq!((runs, alone), (3, None));
+        assert!(shared.is_some(), "a run with the workers was not timed");
+    }
+
+    #[test]
+    fn a_run_on_a_pool_of_one_is_not_timed() {
+        let g = independent(64);
+        for _ in 0..5 {
+            run(&g, 1, false);
+        }
+        assert_eq!(g.helpers.timed(), (0, None, None));
     }
 }
 
@@ -683,6 +768,7 @@ mod loom_models {
             nodes,
             Edges::from_preds(&preds),
             vars,
+            ReplayHelpers::Adaptive,
         ));
         (graph, cells)
     }

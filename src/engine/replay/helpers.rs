@@ -1,0 +1,407 @@
+//! How many of the CPU pool's workers a run of a replay may use.
+//!
+//! # Why a choice
+//!
+//! A run allowed several helpers pays for them whether or not they help:
+//! each one is started through the engine (often a sleeping worker's
+//! wake-up), and its countdowns and queued nodes go through locked
+//! instructions and a deque's fences, where a run of one helper uses
+//! plain loads and stores (`run.rs`, `ALONE`). On a graph that runs in
+//! tens of µs that is most of the run: on the 2-core sandbox, graphs of
+//! 100 to 2,500 empty nodes ran 1.3–4.5× faster with one helper than with
+//! two, level at 10,000 nodes, and a random graph of 20,000 nodes ran 9%
+//! faster with two (BENCHMARKS.md, "A replay's helpers chosen by timing").
+//!
+//! A node's body is opaque, so neither the graph's size nor its shape
+//! says on which side of that line it is; its runs do, and a replay is
+//! run many times. [`ReplayHelpers::Adaptive`] times the runs each way
+//! and keeps the faster.
+//!
+//! # The adaptive rule
+//!
+//! - The first run is not timed (it allocates the run's countdowns).
+//! - The next runs use the pool's workers until one has been timed; then
+//!   one run tries a single helper, but only when runs with the workers
+//!   take under [`TRY_ALONE_UNDER`]: a single helper can take up to
+//!   `workers` times as long, and a trial of a long graph would cost more
+//!   than the most it could save.
+//! - From then on each run takes the way whose smoothed time is lower and
+//!   tries the other now and then: the workers every [`RETRY_SHARED`]
+//!   runs; a single helper after a gap that doubles, from
+//!   [`RETRY_SHARED`] up to [`MAX_ALONE_GAP`] runs, each time it is still
+//!   the slower, so that a graph the workers do run faster pays for few
+//!   trials.
+//! - A run that failed is not timed: its skipped nodes make it short.
+//!
+//! The choice only decides how many threads run the nodes; which nodes
+//! run, and their order along the graph's edges, is the same either way.
+//! A replay whose nodes wait for one another to run at the same time
+//! (outside the engine's contract, which orders ops and promises no
+//! concurrency) needs [`ReplayHelpers::All`].
+
+#[cfg(not(loom))]
+use std::time::{Duration, Instant};
+
+#[cfg(not(loom))]
+use crate::sync::unmodelled::Mutex;
+
+/// How many of the CPU pool's workers a run of a [`Replay`](crate::Replay)
+/// may use; set with [`ReplayBuilder::helpers`](crate::ReplayBuilder::helpers).
+///
+/// A pool of one worker runs every replay on that worker whatever this
+/// says.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::{Engine, OpDesc, ReplayHelpers};
+///
+/// let engine = Engine::builder().cpu_workers(2).build()?;
+/// let x = engine.new_var();
+/// let mut b = engine.replay_builder("tiny");
+/// b.helpers(ReplayHelpers::One);
+/// b.push(OpDesc::new("a").writes(&x), || Ok(()))?;
+/// let replay = b.build();
+/// assert_eq!(replay.helpers(), ReplayHelpers::One);
+/// engine.push_replay(&replay)?;
+/// engine.wait_for_all()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplayHelpers {
+    /// Times the runs with one helper and with the pool's workers, and
+    /// keeps the faster, trying the other now and then (the module
+    /// `replay/helpers.rs` has the rule). The default.
+    #[default]
+    Adaptive,
+    /// Every run may use every worker of the CPU pool: nodes that become
+    /// ready together start helpers on other workers.
+    All,
+    /// Every run stays on the worker that starts it. The pool's other
+    /// workers stay free for the engine's other ops.
+    One,
+}
+
+/// Runs with the pool's workers must take under this for a single helper
+/// to be tried: from about 10,000 empty nodes (150 µs at 2 workers) on,
+/// the two ways were level.
+#[cfg(not(loom))]
+pub(crate) const TRY_ALONE_UNDER: Duration = Duration::from_micros(100);
+
+/// While a single helper is the faster, the workers are tried again
+/// every this many runs; it is also the first gap between trials of a
+/// single helper while it is the slower.
+#[cfg(not(loom))]
+pub(crate) const RETRY_SHARED: u64 = 16;
+
+/// The longest gap between trials of a single helper that keeps losing.
+#[cfg(not(loom))]
+pub(crate) const MAX_ALONE_GAP: u64 = 1024;
+
+/// How a run was made.
+#[cfg(not(loom))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Way {
+    /// One helper: the thread that runs the replay's op.
+    Alone,
+    /// As many helpers as the pool has workers.
+    Shared,
+}
+
+/// What [`HelperPolicy::choose`] decided for one run.
+pub(crate) struct Choice {
+    /// Most helpers the run may have.
+    pub(crate) helpers: usize,
+    /// How the run is made and when it started, when it is timed.
+    #[cfg(not(loom))]
+    timed: Option<(Way, Instant)>,
+}
+
+impl Choice {
+    /// A run with `helpers` helpers, not timed.
+    fn untimed(helpers: usize) -> Choice {
+        Choice {
+            helpers,
+            #[cfg(not(loom))]
+            timed: None,
+        }
+    }
+}
+
+/// A graph's [`ReplayHelpers`] and, when adaptive, what its runs took.
+pub(crate) struct HelperPolicy {
+    setting: ReplayHelpers,
+    #[cfg(not(loom))]
+    tuning: Mutex<Tuning>,
+}
+
+impl HelperPolicy {
+    pub(crate) fn new(setting: ReplayHelpers) -> HelperPolicy {
+        HelperPolicy {
+            setting,
+            #[cfg(not(loom))]
+            tuning: Mutex::new(Tuning::new()),
+        }
+    }
+
+    pub(crate) fn setting(&self) -> ReplayHelpers {
+        self.setting
+    }
+
+    /// How many helpers the next run may have, out of a pool of
+    /// `workers`. Under loom a run gets the pool (the models explore the
+    /// protocol with several helpers; the timing is no part of it).
+    pub(crate) fn choose(&self, workers: usize) -> Choice {
+        if workers <= 1 {
+            return Choice::untimed(1);
+        }
+        match self.setting {
+            ReplayHelpers::One => Choice::untimed(1),
+            ReplayHelpers::All => Choice::untimed(workers),
+            #[cfg(loom)]
+            ReplayHelpers::Adaptive => Choice::untimed(workers),
+            #[cfg(not(loom))]
+            ReplayHelpers::Adaptive => match self.tuning.lock().next_way() {
+                None => Choice::untimed(workers),
+                Some(way) => Choice {
+                    helpers: if way == Way::Alone { 1 } else { workers },
+                    timed: Some((way, Instant::now())),
+                },
+            },
+        }
+    }
+
+    /// Runs chosen so far, and the smoothed times of the runs with one
+    /// helper and with the pool's workers.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn timed(&self) -> (u64, Option<Duration>, Option<Duration>) {
+        let t = self.tuning.lock();
+        (t.runs, t.alone, t.shared)
+    }
+
+    /// Records the run `choice` was for, which has just finished; `ok`:
+    /// no node failed.
+    pub(crate) fn finished(&self, choice: &Choice, ok: bool) {
+        #[cfg(not(loom))]
+        if let (Some((way, start)), true) = (choice.timed, ok) {
+            self.tuning.lock().record(way, start.elapsed());
+        }
+        #[cfg(loom)]
+        let _ = (choice, ok);
+    }
+}
+
+/// The adaptive rule's state (the module's docs give the rule).
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct Tuning {
+    /// Runs chosen so far.
+    runs: u64,
+    /// Smoothed times of the runs made each way; `None` until one was.
+    shared: Option<Duration>,
+    alone: Option<Duration>,
+    /// The run from which the way not in favour is tried again.
+    next_trial: u64,
+    /// Runs between two trials of a single helper while it is slower.
+    alone_gap: u64,
+}
+
+#[cfg(not(loom))]
+impl Tuning {
+    pub(crate) fn new() -> Tuning {
+        Tuning {
+            runs: 0,
+            shared: None,
+            alone: None,
+            next_trial: 0,
+            alone_gap: RETRY_SHARED,
+        }
+    }
+
+    /// The way the next run is made; `None`: the first run, not timed.
+    pub(crate) fn next_way(&mut self) -> Option<Way> {
+        let run = self.runs;
+        self.runs += 1;
+        if run == 0 {
+            return None;
+        }
+        let Some(shared) = self.shared else {
+            return Some(Way::Shared);
+        };
+        let favoured = match self.alone {
+            Some(alone) if alone < shared => Way::Alone,
+            _ => Way::Shared,
+        };
+        if run < self.next_trial {
+            return Some(favoured);
+        }
+        match favoured {
+            Way::Alone => {
+                self.next_trial = run + RETRY_SHARED;
+                Some(Way::Shared)
+            }
+            Way::Shared if shared < TRY_ALONE_UNDER => {
+                self.next_trial = run + self.alone_gap;
+                Some(Way::Alone)
+            }
+            Way::Shared => Some(Way::Shared),
+        }
+    }
+
+    /// Records a run made `way` that took `took`.
+    pub(crate) fn record(&mut self, way: Way, took: Duration) {
+        let slot = match way {
+            Way::Alone => &mut self.alone,
+            Way::Shared => &mut self.shared,
+        };
+        // A quarter of the new time: one slow run (a preempted helper)
+        // does not flip the choice on its own.
+        *slot = Some(match *slot {
+            None => took,
+            Some(old) => (old * 3 + took) / 4,
+        });
+        if way == Way::Alone {
+            let alone_wins = match (self.alone, self.shared) {
+                (Some(a), Some(s)) => a < s,
+                _ => false,
+            };
+            self.alone_gap = if alone_wins {
+                RETRY_SHARED
+            } else {
+                (self.alone_gap * 2).min(MAX_ALONE_GAP)
+            };
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    /// Chooses `runs` runs, each taking `alone` or `shared` by its way;
+    /// returns the ways (`None` for the untimed first run).
+    fn drive(t: &mut Tuning, runs: usize, alone: Duration, shared: Duration) -> Vec<Option<Way>> {
+        (0..runs)
+            .map(|_| {
+                let way = t.next_way();
+                if let Some(w) = way {
+                    t.record(w, if w == Way::Alone { alone } else { shared });
+                }
+                way
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_graph_that_runs_faster_alone_runs_alone_but_for_a_retry_every_sixteen_runs() {
+        let mut t = Tuning::new();
+        let ways = drive(&mut t, 100, us(10), us(40));
+        assert_eq!(ways[0], None, "the first run is not timed");
+        assert_eq!(ways[1], Some(Way::Shared), "the workers are timed first");
+        assert_eq!(ways[2], Some(Way::Alone), "then one helper is tried");
+        let shared_after: Vec<usize> = (3..100).filter(|&i| ways[i] == Some(Way::Shared)).collect();
+        assert_eq!(
+            shared_after,
+            (2 + RETRY_SHARED as usize..100)
+                .step_by(RETRY_SHARED as usize)
+                .collect::<Vec<_>>(),
+            "{ways:?}"
+        );
+    }
+
+    #[test]
+    fn a_graph_the_workers_run_faster_tries_one_helper_ever_more_rarely() {
+        let mut t = Tuning::new();
+        let ways = drive(&mut t, 4000, us(90), us(30));
+        let trials: Vec<usize> = (0..ways.len())
+            .filter(|&i| ways[i] == Some(Way::Alone))
+            .collect();
+        // The first trial at run 2, then gaps of 16, 32, ... up to 1024:
+        // the gap doubles after each trial that lost.
+        let gaps: Vec<usize> = trials.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(trials[0], 2);
+        assert_eq!(&gaps[..6], &[16, 32, 64, 128, 256, 512], "{trials:?}");
+        assert!(
+            gaps[6..].iter().all(|&g| g == MAX_ALONE_GAP as usize),
+            "{gaps:?}"
+        );
+        assert!(trials.len() < 12, "{} trials in 4000 runs", trials.len());
+    }
+
+    #[test]
+    fn a_graph_whose_runs_take_long_is_never_tried_alone() {
+        let mut t = Tuning::new();
+        let long = TRY_ALONE_UNDER * 2;
+        let ways = drive(&mut t, 500, us(1), long);
+        assert!(
+            ways[1..].iter().all(|w| *w == Some(Way::Shared)),
+            "{ways:?}"
+        );
+    }
+
+    #[test]
+    fn the_choice_follows_a_graph_whose_time_changes() {
+        let mut t = Tuning::new();
+        // Small at first: it settles on one helper.
+        drive(&mut t, 52, us(10), us(40));
+        assert_eq!(t.next_way(), Some(Way::Alone));
+        // Then its nodes get slow, and the workers halve the time: the
+        // retries of the workers see it, and the smoothed times cross.
+        let ways = drive(&mut t, 400, us(400), us(200));
+        let last: Vec<_> = ways[ways.len() - 50..].to_vec();
+        assert!(last.iter().all(|w| *w == Some(Way::Shared)), "{last:?}");
+    }
+
+    #[test]
+    fn one_slow_run_does_not_flip_the_choice() {
+        let mut t = Tuning::new();
+        drive(&mut t, 10, us(10), us(40));
+        let before = t.alone.unwrap();
+        // One preempted run alone, twice as long as a run with the
+        // workers.
+        t.record(Way::Alone, us(80));
+        assert!(t.alone.unwrap() < t.shared.unwrap(), "{t:?}");
+        assert!(t.alone.unwrap() > before);
+        assert_eq!(t.next_way(), Some(Way::Alone));
+    }
+
+    #[test]
+    fn settings_other_than_adaptive_and_pools_of_one_are_not_timed() {
+        for (setting, workers, want) in [
+            (ReplayHelpers::One, 4, 1),
+            (ReplayHelpers::All, 4, 4),
+            (ReplayHelpers::Adaptive, 1, 1),
+            (ReplayHelpers::All, 1, 1),
+        ] {
+            let p = HelperPolicy::new(setting);
+            for _ in 0..40 {
+                let c = p.choose(workers);
+                assert_eq!(c.helpers, want, "{setting:?} with {workers} workers");
+                assert!(c.timed.is_none());
+                p.finished(&c, true);
+            }
+            assert_eq!(p.tuning.lock().runs, 0, "{setting:?}");
+        }
+    }
+
+    #[test]
+    fn an_adaptive_policy_times_its_runs_and_skips_failed_ones() {
+        let p = HelperPolicy::new(ReplayHelpers::Adaptive);
+        let first = p.choose(2);
+        assert_eq!(first.helpers, 2);
+        assert!(first.timed.is_none(), "the first run is not timed");
+        p.finished(&first, true);
+        let second = p.choose(2);
+        assert_eq!(second.timed.map(|(w, _)| w), Some(Way::Shared));
+        p.finished(&second, false);
+        assert!(p.tuning.lock().shared.is_none(), "a failed run was timed");
+        let third = p.choose(2);
+        assert_eq!(third.timed.map(|(w, _)| w), Some(Way::Shared));
+        p.finished(&third, true);
+        assert!(p.tuning.lock().shared.is_some());
+    }
+}
