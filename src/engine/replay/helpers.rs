@@ -21,16 +21,18 @@
 //!
 //! - The first run is not timed (it allocates the run's countdowns).
 //! - The next runs use the pool's workers until one has been timed; then
-//!   one run tries a single helper, but only when runs with the workers
-//!   take under [`TRY_ALONE_UNDER`]: a single helper can take up to
-//!   `workers` times as long, and a trial of a long graph would cost more
-//!   than the most it could save.
+//!   one run tries a single helper, but only where that trial cannot cost
+//!   much: a single helper can take up to `workers` times as long as the
+//!   workers, so it is tried only while `workers` × the time of a run
+//!   with the workers is under [`TRIAL_BUDGET`] (at 2 workers, runs under
+//!   100 µs, the size up to which one helper was measured ahead).
 //! - From then on each run takes the way whose smoothed time is lower and
 //!   tries the other now and then: the workers every [`RETRY_SHARED`]
-//!   runs; a single helper after a gap that doubles, from
-//!   [`RETRY_SHARED`] up to [`MAX_ALONE_GAP`] runs, each time it is still
-//!   the slower, so that a graph the workers do run faster pays for few
-//!   trials.
+//!   runs; a single helper, while it is the slower, after a gap that at
+//!   least doubles each time (from [`RETRY_SHARED`] runs, up to
+//!   [`MAX_ALONE_GAP`]) and is at least [`RETRY_SHARED`] times how many
+//!   times slower it was, so that its trials cost a graph the workers do
+//!   run faster a small share of its time.
 //! - A run that failed is not timed: its skipped nodes make it short.
 //!
 //! The choice only decides how many threads run the nodes; which nodes
@@ -82,11 +84,12 @@ pub enum ReplayHelpers {
     One,
 }
 
-/// Runs with the pool's workers must take under this for a single helper
-/// to be tried: from about 10,000 empty nodes (150 µs at 2 workers) on,
-/// the two ways were level.
+/// The most a trial of a single helper may take, at worst (`workers` ×
+/// a run with the workers), for it to be made: at 2 workers, runs with
+/// the workers under 100 µs. From about 10,000 empty nodes (150 µs at 2
+/// workers) on, the two ways were level.
 #[cfg(not(loom))]
-pub(crate) const TRY_ALONE_UNDER: Duration = Duration::from_micros(100);
+pub(crate) const TRIAL_BUDGET: Duration = Duration::from_micros(200);
 
 /// While a single helper is the faster, the workers are tried again
 /// every this many runs; it is also the first gap between trials of a
@@ -161,7 +164,7 @@ impl HelperPolicy {
             #[cfg(loom)]
             ReplayHelpers::Adaptive => Choice::untimed(workers),
             #[cfg(not(loom))]
-            ReplayHelpers::Adaptive => match self.tuning.lock().next_way() {
+            ReplayHelpers::Adaptive => match self.tuning.lock().next_way(workers) {
                 None => Choice::untimed(workers),
                 Some(way) => Choice {
                     helpers: if way == Way::Alone { 1 } else { workers },
@@ -218,8 +221,9 @@ impl Tuning {
         }
     }
 
-    /// The way the next run is made; `None`: the first run, not timed.
-    pub(crate) fn next_way(&mut self) -> Option<Way> {
+    /// The way the next run on a pool of `workers` is made; `None`: the
+    /// first run, not timed.
+    pub(crate) fn next_way(&mut self, workers: usize) -> Option<Way> {
         let run = self.runs;
         self.runs += 1;
         if run == 0 {
@@ -240,7 +244,7 @@ impl Tuning {
                 self.next_trial = run + RETRY_SHARED;
                 Some(Way::Shared)
             }
-            Way::Shared if shared < TRY_ALONE_UNDER => {
+            Way::Shared if shared * workers as u32 <= TRIAL_BUDGET => {
                 self.next_trial = run + self.alone_gap;
                 Some(Way::Alone)
             }
@@ -265,10 +269,15 @@ impl Tuning {
                 (Some(a), Some(s)) => a < s,
                 _ => false,
             };
-            self.alone_gap = if alone_wins {
-                RETRY_SHARED
-            } else {
-                (self.alone_gap * 2).min(MAX_ALONE_GAP)
+            self.alone_gap = match (self.alone, self.shared) {
+                _ if alone_wins => RETRY_SHARED,
+                (Some(a), Some(s)) => {
+                    let slower = a.as_nanos().div_ceil(s.as_nanos().max(1)) as u64;
+                    (self.alone_gap * 2)
+                        .max(RETRY_SHARED.saturating_mul(slower))
+                        .min(MAX_ALONE_GAP)
+                }
+                _ => (self.alone_gap * 2).min(MAX_ALONE_GAP),
             };
         }
     }
@@ -282,12 +291,23 @@ mod tests {
         Duration::from_micros(n)
     }
 
-    /// Chooses `runs` runs, each taking `alone` or `shared` by its way;
-    /// returns the ways (`None` for the untimed first run).
+    /// Chooses `runs` runs on 2 workers, each taking `alone` or `shared`
+    /// by its way; returns the ways (`None` for the untimed first run).
     fn drive(t: &mut Tuning, runs: usize, alone: Duration, shared: Duration) -> Vec<Option<Way>> {
+        drive_on(t, 2, runs, alone, shared)
+    }
+
+    /// [`drive`] on a pool of `workers`.
+    fn drive_on(
+        t: &mut Tuning,
+        workers: usize,
+        runs: usize,
+        alone: Duration,
+        shared: Duration,
+    ) -> Vec<Option<Way>> {
         (0..runs)
             .map(|_| {
-                let way = t.next_way();
+                let way = t.next_way(workers);
                 if let Some(w) = way {
                     t.record(w, if w == Way::Alone { alone } else { shared });
                 }
@@ -316,7 +336,9 @@ mod tests {
     #[test]
     fn a_graph_the_workers_run_faster_tries_one_helper_ever_more_rarely() {
         let mut t = Tuning::new();
-        let ways = drive(&mut t, 4000, us(90), us(30));
+        // Twice as slow alone: the gap's doubling is what spaces the
+        // trials.
+        let ways = drive(&mut t, 4000, us(60), us(30));
         let trials: Vec<usize> = (0..ways.len())
             .filter(|&i| ways[i] == Some(Way::Alone))
             .collect();
@@ -333,14 +355,45 @@ mod tests {
     }
 
     #[test]
-    fn a_graph_whose_runs_take_long_is_never_tried_alone() {
+    fn a_trial_alone_far_slower_than_the_workers_puts_the_next_far_off() {
         let mut t = Tuning::new();
-        let long = TRY_ALONE_UNDER * 2;
-        let ways = drive(&mut t, 500, us(1), long);
+        // 16 workers, a run of 12 µs with them, 16 times as long alone.
+        let ways = drive_on(&mut t, 16, 2000, us(192), us(12));
+        let trials: Vec<usize> = (0..ways.len())
+            .filter(|&i| ways[i] == Some(Way::Alone))
+            .collect();
+        // The first gap is set before the first trial's time is known;
+        // after it, 16 runs for each time as slow: 256, then doubling.
+        let gaps: Vec<usize> = trials.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(&gaps[..4], &[16, 256, 512, 1024], "{trials:?}");
+        // What the trials cost, over what the runs with the workers took.
+        let cost = (trials.len() as f64 * 180.0) / (2000.0 * 12.0);
         assert!(
-            ways[1..].iter().all(|w| *w == Some(Way::Shared)),
-            "{ways:?}"
+            cost < 0.05,
+            "{} trials: {cost:.3} of the time",
+            trials.len()
         );
+    }
+
+    #[test]
+    fn a_graph_whose_runs_take_long_for_its_pool_is_never_tried_alone() {
+        // At 2 workers a run with the workers of up to 100 µs may be
+        // tried alone; at 16, of up to 12.5 µs.
+        for (workers, shared, tried) in [
+            (2, us(100), true),
+            (2, us(101), false),
+            (16, us(12), true),
+            (16, us(13), false),
+            (16, us(100), false),
+        ] {
+            let mut t = Tuning::new();
+            let ways = drive_on(&mut t, workers, 500, us(1), shared);
+            assert_eq!(
+                ways.contains(&Some(Way::Alone)),
+                tried,
+                "{workers} workers, {shared:?}: {ways:?}"
+            );
+        }
     }
 
     #[test]
@@ -348,7 +401,7 @@ mod tests {
         let mut t = Tuning::new();
         // Small at first: it settles on one helper.
         drive(&mut t, 52, us(10), us(40));
-        assert_eq!(t.next_way(), Some(Way::Alone));
+        assert_eq!(t.next_way(2), Some(Way::Alone));
         // Then its nodes get slow, and the workers halve the time: the
         // retries of the workers see it, and the smoothed times cross.
         let ways = drive(&mut t, 400, us(400), us(200));
@@ -366,7 +419,7 @@ mod tests {
         t.record(Way::Alone, us(80));
         assert!(t.alone.unwrap() < t.shared.unwrap(), "{t:?}");
         assert!(t.alone.unwrap() > before);
-        assert_eq!(t.next_way(), Some(Way::Alone));
+        assert_eq!(t.next_way(2), Some(Way::Alone));
     }
 
     #[test]
