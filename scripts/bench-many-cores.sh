@@ -21,8 +21,13 @@
 #                  ring (~60 s; needs a bundle packed with PERF=1)
 #     peers        chain, randsum, priority and roundtrip against every
 #                  peer at 2, 8 and 16 workers (~300 s)
+#     smallgraphs  graphs of 100 to 2,500 empty nodes at 8 and 16
+#                  workers: the replay with each helper setting
+#                  (--replay-helpers all, adaptive, one) against oneTBB
+#                  and rayon, 41 runs a line, two rounds (~90 s)
 #     first        ring, then wake: one call of about 450 s
-#     second       granularity, then profiles: one call of about 260 s
+#     second       granularity, smallgraphs, then profiles: one call of
+#                  about 350 s
 # Environment:
 #   BUNDLE   the bundle (default .dev/bundle)
 #   OUT      where everything lands (default: $OUT when set, as on a lent
@@ -47,9 +52,9 @@ plans=()
 for p in "$@"; do
   case $p in
     first) plans+=(ring wake) ;;
-    second) plans+=(granularity profiles) ;;
-    ring | wake | granularity | profiles | peers) plans+=("$p") ;;
-    *) echo "unknown plan '$p': one of ring, wake, granularity, profiles, peers, first, second" >&2; exit 2 ;;
+    second) plans+=(granularity smallgraphs profiles) ;;
+    ring | wake | granularity | profiles | peers | smallgraphs) plans+=("$p") ;;
+    *) echo "unknown plan '$p': one of ring, wake, granularity, profiles, peers, smallgraphs, first, second" >&2; exit 2 ;;
   esac
 done
 [[ -x $BUNDLE/run.sh ]] ||
@@ -137,6 +142,17 @@ plan_granularity() {
   run_peers granularity DEADLINE=200 WORKERS="$(workers 16 8)" BODIES="1 2 5 10" \
     WORKLOADS="indep wavefront random" TUNE_ct="--cpu-time" \
     SYSTEMS="depengine-tune-ct depengine-replay depengine-stream depengine-pushers"
+}
+
+# Small graphs, where a run is tens of µs and a helper started may cost
+# more than it brings: the replay's three helper settings (a bundle of
+# e39b515 or later) beside the peers handed the same graph.
+plan_smallgraphs() {
+  run_peers smallgraphs DEADLINE=120 WORKERS="$(workers 16 8)" BODIES=0 \
+    WORKLOADS="wavefront random fan" WAVE="10 30 50" OPS=2000 FAN_ROUNDS=20 \
+    RUNS=41 ROUNDS=2 \
+    TUNE_rall="--replay --replay-helpers all" TUNE_rone="--replay --replay-helpers one" \
+    SYSTEMS="depengine-tune-rall depengine-replay depengine-tune-rone tbb-flow rayon"
 }
 
 plan_profiles() {

@@ -123,6 +123,10 @@ grep -q '^plans: ring wake$' "$mc/machine.txt" || fail "machine.txt without the 
 # DRY: 2 workers and small sizes.
 out=$(DRY=1 BUNDLE=$FB OUT=$mc-dry scripts/bench-many-cores.sh peers 2>&1) || fail "DRY=1 peers failed:"$'\n'"$out"
 grep -q '^WORKERS=2 .*OPS=2000$' "$mc-dry"/peers-results-*.txt || fail "DRY=1 did not shrink: $(cat "$mc-dry"/peers-results-*.txt)"
+# Small graphs: small sizes of their own, the replay's three settings.
+out=$(BUNDLE=$FB OUT=$mc-small scripts/bench-many-cores.sh smallgraphs 2>&1) || fail "smallgraphs failed:"$'\n'"$out"
+grep -q '^WORKERS=16 8 SYSTEMS=depengine-tune-rall depengine-replay depengine-tune-rone tbb-flow rayon TUNE_pq= OPS=2000$' \
+  "$mc-small"/smallgraphs-results-*.txt || fail "smallgraphs ran with other settings: $(cat "$mc-small"/smallgraphs-results-*.txt)"
 # A plan that fails: said, the next one still runs, the status is 1.
 if out=$(FAIL_ON=tune-ks BUNDLE=$FB OUT=$mc-fail scripts/bench-many-cores.sh wake ring 2>&1); then
   fail "a failing plan gave status 0:"$'\n'"$out"
@@ -138,4 +142,4 @@ for args in "first nope" "profiles"; do
   [[ ! -e $mc-refused ]] || fail "'$args' was refused only after it started: $(ls "$mc-refused")"
 done
 grep -q "pack it with PERF=1" <<<"$out" || fail "no clear error for profiles without perf: $out"
-echo "bench-many-cores.sh: 4 checks passed"
+echo "bench-many-cores.sh: 5 checks passed"
