@@ -663,8 +663,14 @@ mod tests {
             *r.failure.lock() = Some((0, "test".into()));
         }
         r.start();
-        while let Some(t) = handles.lock().unwrap().pop() {
-            t.join().unwrap();
+        loop {
+            // Popped before the join: a helper may start another, which
+            // takes the lock.
+            let next = handles.lock().unwrap().pop();
+            match next {
+                Some(t) => t.join().unwrap(),
+                None => break,
+            }
         }
     }
 
