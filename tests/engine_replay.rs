@@ -250,6 +250,14 @@ fn every_helper_setting_has_the_effects_of_the_ops_pushed_one_by_one() {
     }
 }
 
+/// Keeps the calling thread on its CPU for `d`.
+fn hold_cpu(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 /// A node body that notes the thread it runs on and how many nodes run
 /// at once, holding its CPU for `spin` so that others would overlap it.
 fn notes_threads(
@@ -263,10 +271,7 @@ fn notes_threads(
         let now = active.fetch_add(1, Ordering::SeqCst) + 1;
         most.fetch_max(now, Ordering::SeqCst);
         threads.lock().unwrap().push(std::thread::current().id());
-        let t = Instant::now();
-        while t.elapsed() < spin {
-            std::hint::spin_loop();
-        }
+        hold_cpu(spin);
         active.fetch_sub(1, Ordering::SeqCst);
         Ok(())
     }
@@ -330,10 +335,7 @@ fn an_adaptive_replay_whose_runs_take_long_keeps_its_nodes_running_together() {
             if started.load(Ordering::SeqCst) >= pair {
                 met.fetch_add(1, Ordering::SeqCst);
             }
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_micros(300) {
-                std::hint::spin_loop();
-            }
+            hold_cpu(Duration::from_micros(300));
             Ok(())
         })
         .unwrap();
