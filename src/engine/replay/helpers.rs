@@ -8,7 +8,7 @@
 //! instructions and a deque's fences, where a run of one helper uses
 //! plain loads and stores (`run.rs`, `ALONE`). On a graph that runs in
 //! tens of µs that is most of the run: on the 2-core sandbox, graphs of
-//! 100 to 2,500 empty nodes ran 1.3–4.5× faster with one helper than with
+//! 100 to 2,500 empty nodes ran 1.3–3.4× faster with one helper than with
 //! two, level at 10,000 nodes, and a random graph of 20,000 nodes ran 9%
 //! faster with two (BENCHMARKS.md, "A replay's helpers chosen by timing").
 //!
