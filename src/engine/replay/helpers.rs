@@ -101,6 +101,17 @@ pub(crate) const RETRY_SHARED: u64 = 16;
 #[cfg(not(loom))]
 pub(crate) const MAX_ALONE_GAP: u64 = 1024;
 
+/// Whether a trial of a single helper fits [`TRIAL_BUDGET`] on a pool of
+/// `workers` whose runs take `shared`: at worst it takes `workers` times
+/// as long.
+#[cfg(not(loom))]
+fn trial_fits(shared: Duration, workers: usize) -> bool {
+    u32::try_from(workers)
+        .ok()
+        .and_then(|w| shared.checked_mul(w))
+        .is_some_and(|worst| worst <= TRIAL_BUDGET)
+}
+
 /// How a run was made.
 #[cfg(not(loom))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,7 +255,7 @@ impl Tuning {
                 self.next_trial = run + RETRY_SHARED;
                 Some(Way::Shared)
             }
-            Way::Shared if shared * workers as u32 <= TRIAL_BUDGET => {
+            Way::Shared if trial_fits(shared, workers) => {
                 self.next_trial = run + self.alone_gap;
                 Some(Way::Alone)
             }
@@ -262,22 +273,24 @@ impl Tuning {
         // does not flip the choice on its own.
         *slot = Some(match *slot {
             None => took,
-            Some(old) => (old * 3 + took) / 4,
+            Some(old) => old.saturating_mul(3).saturating_add(took) / 4,
         });
         if way == Way::Alone {
-            let alone_wins = match (self.alone, self.shared) {
-                (Some(a), Some(s)) => a < s,
-                _ => false,
+            // How many times as long as a run with the workers (at least
+            // once); a single helper that is faster is tried again soon.
+            let slower = match (self.alone, self.shared) {
+                (Some(a), Some(s)) if a < s => None,
+                (Some(a), Some(s)) => Some(a.as_nanos().div_ceil(s.as_nanos().max(1))),
+                _ => Some(1),
             };
-            self.alone_gap = match (self.alone, self.shared) {
-                _ if alone_wins => RETRY_SHARED,
-                (Some(a), Some(s)) => {
-                    let slower = a.as_nanos().div_ceil(s.as_nanos().max(1)) as u64;
+            self.alone_gap = match slower {
+                None => RETRY_SHARED,
+                Some(times) => {
+                    let times = u64::try_from(times).unwrap_or(u64::MAX);
                     (self.alone_gap * 2)
-                        .max(RETRY_SHARED.saturating_mul(slower))
+                        .max(RETRY_SHARED.saturating_mul(times))
                         .min(MAX_ALONE_GAP)
                 }
-                _ => (self.alone_gap * 2).min(MAX_ALONE_GAP),
             };
         }
     }
@@ -407,6 +420,20 @@ mod tests {
         let ways = drive(&mut t, 400, us(400), us(200));
         let last: Vec<_> = ways[ways.len() - 50..].to_vec();
         assert!(last.iter().all(|w| *w == Some(Way::Shared)), "{last:?}");
+    }
+
+    #[test]
+    fn absurd_times_neither_overflow_nor_start_a_trial() {
+        let mut t = Tuning::new();
+        let ways = drive_on(&mut t, usize::MAX, 40, Duration::MAX, us(1));
+        assert!(!ways.contains(&Some(Way::Alone)), "{ways:?}");
+        let mut t = Tuning::new();
+        let ways = drive_on(&mut t, 2, 40, Duration::MAX, Duration::from_nanos(1));
+        assert!(ways.contains(&Some(Way::Alone)));
+        assert_eq!(t.alone_gap, MAX_ALONE_GAP, "{t:?}");
+        t.record(Way::Shared, Duration::MAX);
+        t.record(Way::Shared, Duration::MAX);
+        assert!(t.shared.is_some());
     }
 
     #[test]
