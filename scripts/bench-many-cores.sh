@@ -6,6 +6,12 @@
 #
 # usage: scripts/bench-many-cores.sh PLAN...   (from the repository root)
 #   PLAN, run in the order given:
+#     alt          the bundle's two builds side by side, depengine against
+#                  depengine-alt, 4 alternating rounds at 16 and 8 workers:
+#                  indep, random, wavefront with 0, 1 and 10 µs bodies
+#                  (~100 s; needs a bundle packed with ALT_REV or
+#                  DEPENGINE_ALT, e.g. a branch with a change whose
+#                  effect only many cores show)
 #     ring         the pushing thread's queue (a ring) in pools of 4-16
 #                  workers against the injector they use by default
 #                  (--pusher-queues-up-to 16), with --cpu-time, then the
@@ -25,9 +31,9 @@
 #                  workers: the replay with each helper setting
 #                  (--replay-helpers all, adaptive, one) against oneTBB
 #                  and rayon, 41 runs a line, two rounds (~90 s)
-#     first        ring, then wake: one call of about 450 s
-#     second       granularity, smallgraphs, then profiles: one call of
-#                  about 350 s
+#     first        alt, then granularity: one call of about 300 s
+#     second       ring, then wake: one call of about 450 s
+#     third        smallgraphs, then profiles: one call of about 150 s
 # Environment:
 #   BUNDLE   the bundle (default .dev/bundle)
 #   OUT      where everything lands (default: $OUT when set, as on a lent
@@ -42,7 +48,7 @@
 # then 1. Plans are checked before the first runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-(($# > 0)) || { sed -n '2,35p' "$0"; exit 2; }
+(($# > 0)) || { sed -n '2,48p' "$0"; exit 2; }
 
 BUNDLE=${BUNDLE:-.dev/bundle}
 OUT=${OUT:-bench-many-cores-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -51,10 +57,11 @@ DRY=${DRY:-0}
 plans=()
 for p in "$@"; do
   case $p in
-    first) plans+=(ring wake) ;;
-    second) plans+=(granularity smallgraphs profiles) ;;
-    ring | wake | granularity | profiles | peers | smallgraphs) plans+=("$p") ;;
-    *) echo "unknown plan '$p': one of ring, wake, granularity, profiles, peers, smallgraphs, first, second" >&2; exit 2 ;;
+    first) plans+=(alt granularity) ;;
+    second) plans+=(ring wake) ;;
+    third) plans+=(smallgraphs profiles) ;;
+    alt | ring | wake | granularity | profiles | peers | smallgraphs) plans+=("$p") ;;
+    *) echo "unknown plan '$p': one of alt, ring, wake, granularity, profiles, peers, smallgraphs, first, second, third" >&2; exit 2 ;;
   esac
 done
 [[ -x $BUNDLE/run.sh ]] ||
@@ -62,6 +69,10 @@ done
 for p in "${plans[@]}"; do
   if [[ $p == profiles && ! ( -x $BUNDLE/perf.sh && -x $BUNDLE/depengine-sym ) ]]; then
     echo "plan profiles needs perf.sh and depengine-sym in $BUNDLE: pack it with PERF=1" >&2
+    exit 2
+  fi
+  if [[ $p == alt && ! -x $BUNDLE/depengine-alt ]]; then
+    echo "plan alt needs depengine-alt in $BUNDLE: pack it with ALT_REV=<commit> (or DEPENGINE_ALT=<binary>)" >&2
     exit 2
   fi
 done
@@ -113,6 +124,16 @@ profile() {
     scripts/profile-push.sh "$OUT/$name" --workload "$w" --vars 0 \
     --workers "$(workers 16)" --body-us 1 --ops "$prof_ops" --runs 3 "$@" || return
   rm -f "$OUT/$name/perf.data"
+}
+
+# The two builds of the bundle, alternating (bench-peers.sh runs every
+# system of a row before the next round): depengine-alt's ratio to
+# depengine is the A/B's result, at the worker counts where a line the
+# threads share travels farthest.
+plan_alt() {
+  run_peers alt DEADLINE=120 WORKERS="$(workers 16 8)" BODIES="0 1 10" \
+    WORKLOADS="indep random wavefront" ROUNDS=4 \
+    SYSTEMS="depengine depengine-alt"
 }
 
 plan_ring() {

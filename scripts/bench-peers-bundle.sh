@@ -9,14 +9,17 @@
 #   installed and their drivers built (a peer whose driver is not built
 #   here stays out of the bundle). DIR then holds:
 #     depengine            the release binary, stripped
-#     depengine-alt        $DEPENGINE_ALT stripped, when it is set: a second
-#                          build for system depengine-alt (an A/B in one run)
+#     depengine-alt        $DEPENGINE_ALT stripped, when it is set, or the
+#                          release build of commit $ALT_REV: a second build
+#                          for system depengine-alt (an A/B in one run)
 #     peers/               the drivers (stripped rayon peer), MXNet's
 #                          libraries xz-compressed
 #     lib/                 every other shared library the drivers load,
 #                          but the C library's own
 #     BUILT_FROM           the commit the binaries were built from
-#                          (git describe, -dirty with local changes)
+#                          (git describe, -dirty with local changes), and
+#                          depengine-alt's (ALT_REV's, or what
+#                          DEPENGINE_ALT_FROM says of DEPENGINE_ALT)
 #     run.sh               unpacks MXNet, sets LD_LIBRARY_PATH and runs
 #                          scripts/bench-peers.sh with NO_BUILD=1 on them;
 #                          environment as for bench-peers.sh, e.g.
@@ -32,10 +35,13 @@
 #   Copy the repository and DIR there (DIR inside the repository, git-ignored,
 #   travels with it) and run DIR/run.sh from the repository root.
 # Environment: CARGO_TARGET_DIR as for bench-peers.sh; XZ_LEVEL (default 6);
-# DEPENGINE_ALT (see above); PERF=1 (see above).
+# DEPENGINE_ALT (see above) with DEPENGINE_ALT_FROM, words on its origin;
+# ALT_REV=COMMIT, built here in a temporary worktree (its own target
+# folder, $CARGO_TARGET_DIR/alt-<commit>) when DEPENGINE_ALT is not set;
+# PERF=1 (see above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -eq 1 ]] || { sed -n '2,35p' "$0"; exit 2; }
+[[ $# -eq 1 ]] || { sed -n '2,41p' "$0"; exit 2; }
 OUT=$1
 TARGET=${CARGO_TARGET_DIR:-$(pwd)/target}
 PEERS=$TARGET/peers
@@ -53,9 +59,33 @@ RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
 [[ -f $RAYON ]] || echo "note: $RAYON is not built; rayon stays out of the bundle" >&2
 ((${#DRIVERS[@]} > 0)) || [[ -f $RAYON ]] ||
   { echo "no peer driver in $PEERS: run scripts/bench-peers.sh first" >&2; exit 1; }
+# A bundle packed before is replaced whole: what its runs unpacked there
+# (MXNet's libraries, perf) and their results would otherwise travel too,
+# well past what a lent machine is sent (64 MiB).
+if [[ -e $OUT ]]; then
+  if [[ -f $OUT/BUILT_FROM ]]; then
+    rm -rf "$OUT"
+  elif [[ -n $(ls -A "$OUT") ]]; then
+    echo "$OUT is not empty and holds no bundle: give a new folder" >&2
+    exit 2
+  fi
+fi
 cargo build --release --quiet
+ALT_FROM=${DEPENGINE_ALT_FROM:-not recorded}
+if [[ -z ${DEPENGINE_ALT:-} && -n ${ALT_REV:-} ]]; then
+  rev=$(git rev-parse --verify --quiet "$ALT_REV^{commit}") ||
+    { echo "ALT_REV=$ALT_REV is not a commit of this repository" >&2; exit 2; }
+  ALT_TREE=$(mktemp -d)
+  git worktree add --quiet --detach "$ALT_TREE" "$rev"
+  CARGO_TARGET_DIR=$TARGET/alt-${rev:0:12} cargo build --release --quiet --manifest-path "$ALT_TREE/Cargo.toml" ||
+    { git worktree remove --force "$ALT_TREE"; echo "ALT_REV=$ALT_REV did not build" >&2; exit 1; }
+  git worktree remove --force "$ALT_TREE"
+  DEPENGINE_ALT=$TARGET/alt-${rev:0:12}/release/depengine
+  ALT_FROM=$(git describe --always "$rev")
+fi
 mkdir -p "$OUT/peers/rayon-target/release" "$OUT/peers/mxnet" "$OUT/lib"
 strip -o "$OUT/depengine" "$TARGET/release/depengine"
+rm -f "$OUT/depengine-alt"
 if [[ -n ${DEPENGINE_ALT:-} ]]; then
   strip -o "$OUT/depengine-alt" "$DEPENGINE_ALT"
 fi
@@ -109,6 +139,9 @@ chmod +x "$OUT/run.sh"
 # What the binaries were built from, for the figures measured with them
 # (scripts/bench-many-cores.sh copies it into its machine.txt).
 echo "$(git describe --always --dirty 2>/dev/null || echo unknown) packed $(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$OUT/BUILT_FROM"
+if [[ -f $OUT/depengine-alt ]]; then
+  echo "depengine-alt: $ALT_FROM" >>"$OUT/BUILT_FROM"
+fi
 if [[ ${PERF:-0} == 1 ]]; then
   PERF_BIN=$(command -v perf) || { echo "PERF=1: no perf on this machine" >&2; exit 1; }
   strip --strip-debug -o "$OUT/depengine-sym" "$TARGET/release/depengine"

@@ -110,9 +110,9 @@ echo "WORKERS=$WORKERS SYSTEMS=$SYSTEMS TUNE_pq=${TUNE_pq:-} OPS=$OPS" >"$B/peer
 RUN
 chmod +x "$FB/run.sh"
 mc=$PEERS/many
-out=$(BUNDLE=$FB OUT=$mc scripts/bench-many-cores.sh first 2>&1) || fail "bench-many-cores.sh first failed:"$'\n'"$out"
+out=$(BUNDLE=$FB OUT=$mc scripts/bench-many-cores.sh second 2>&1) || fail "bench-many-cores.sh second failed:"$'\n'"$out"
 [[ $(grep -c '^== ' <<<"$out") == 2 && $(grep '^== ' <<<"$out" | head -1) == '== ring '* ]] ||
-  fail "first should run ring, then wake:"$'\n'"$out"
+  fail "second should run ring, then wake:"$'\n'"$out"
 grep -q 'WORKERS=16 8 4 SYSTEMS=depengine-tune-ct depengine-tune-pq TUNE_pq=--pusher-queues-up-to 16 --cpu-time OPS=200000' \
   "$mc"/ring-results-*.txt || fail "ring ran with other settings: $(cat "$mc"/ring-results-*.txt)"
 grep -q 'WORKERS=16 SYSTEMS=depengine-tune-pq depengine-tune-pqaf TUNE_pq=--pusher-queues-up-to 16 --cpu-time OPS=200000' \
@@ -120,6 +120,21 @@ grep -q 'WORKERS=16 SYSTEMS=depengine-tune-pq depengine-tune-pqaf TUNE_pq=--push
 grep -q 'WORKERS=16 SYSTEMS=.*depengine-tune-s16' "$mc"/wake-results-*.txt ||
   fail "wake ran with other settings: $(cat "$mc"/wake-results-*.txt)"
 grep -q '^plans: ring wake$' "$mc/machine.txt" || fail "machine.txt without the plans: $(cat "$mc/machine.txt")"
+# first: the two builds of the bundle side by side, then the granularity;
+# refused before anything runs while the bundle has no second build.
+if out=$(BUNDLE=$FB OUT=$mc-noalt scripts/bench-many-cores.sh first 2>&1); then
+  fail "first ran on a bundle without depengine-alt:"$'\n'"$out"
+fi
+grep -q 'pack it with ALT_REV=' <<<"$out" && [[ ! -e $mc-noalt ]] ||
+  fail "no clear refusal of alt without depengine-alt: $out"
+printf '#!/bin/sh\n' >"$FB/depengine-alt"
+chmod +x "$FB/depengine-alt"
+out=$(BUNDLE=$FB OUT=$mc-first scripts/bench-many-cores.sh first 2>&1) || fail "first failed:"$'\n'"$out"
+[[ $(grep '^== ' <<<"$out" | sed 's/ (.*//' | tr '\n' ' ') == '== alt == granularity ' ]] ||
+  fail "first should run alt, then granularity:"$'\n'"$out"
+grep -q '^WORKERS=16 8 SYSTEMS=depengine depengine-alt TUNE_pq= OPS=200000$' "$mc-first"/alt-results-*.txt ||
+  fail "alt ran with other settings: $(cat "$mc-first"/alt-results-*.txt)"
+rm "$FB/depengine-alt"
 # DRY: 2 workers and small sizes.
 out=$(DRY=1 BUNDLE=$FB OUT=$mc-dry scripts/bench-many-cores.sh peers 2>&1) || fail "DRY=1 peers failed:"$'\n'"$out"
 grep -q '^WORKERS=2 .*OPS=2000$' "$mc-dry"/peers-results-*.txt || fail "DRY=1 did not shrink: $(cat "$mc-dry"/peers-results-*.txt)"
@@ -142,4 +157,4 @@ for args in "first nope" "profiles"; do
   [[ ! -e $mc-refused ]] || fail "'$args' was refused only after it started: $(ls "$mc-refused")"
 done
 grep -q "pack it with PERF=1" <<<"$out" || fail "no clear error for profiles without perf: $out"
-echo "bench-many-cores.sh: 5 checks passed"
+echo "bench-many-cores.sh: 6 checks passed"
