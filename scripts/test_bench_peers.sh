@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks of scripts/bench-peers.sh's DEADLINE on a tiny run of the release
 # binary that `cargo test --release` built, of scripts/profile-push.sh
-# through a stand-in for perf, and of scripts/bench-many-cores.sh through
-# a stand-in bundle (run by .ci/run after the tests).
+# through a stand-in for perf, of scripts/bench-many-cores.sh through a
+# stand-in bundle, and of scripts/ab.sh on tiny runs (run by .ci/run after
+# the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${DEPENGINE:-${CARGO_TARGET_DIR:-target}/release/depengine}
@@ -158,3 +159,22 @@ for args in "first nope" "profiles"; do
 done
 grep -q "pack it with PERF=1" <<<"$out" || fail "no clear error for profiles without perf: $out"
 echo "bench-many-cores.sh: 6 checks passed"
+
+# scripts/ab.sh: every row with every variant each round, the order
+# reversed in even rounds, a failed process counted and left out of the
+# ratios, the ratio paired by round against the first variant.
+printf '# a comment\nt|--workload indep --ops 200 --workers 1 --runs 1\n\n' >"$PEERS/ab-rows"
+out=$(scripts/ab.sh 2 "$PEERS/ab-rows" "a|$BIN|" "b|$BIN|--max-lead 64" "c|/bin/false|" 2>&1) ||
+  fail "ab.sh failed:"$'\n'"$out"
+[[ $(grep -c '^t [abc] ' <<<"$out") == 6 ]] || fail "ab.sh should run 6 lines (2 rounds x 3 variants):"$'\n'"$out"
+[[ $(grep '^t [abc] ' <<<"$out" | cut -d' ' -f2 | tr -d '\n') == abccba ]] ||
+  fail "ab.sh should reverse the variants in the second round:"$'\n'"$out"
+grep -q '^t a [0-9.]*$' <<<"$out" && grep -q '^t c failed$' <<<"$out" || fail "ab.sh's lines:"$'\n'"$out"
+grep -q '^t | a [0-9.]* ([0-9.]*-[0-9.]*) r=1.000 | b [0-9.]* ([0-9.]*-[0-9.]*) r=[0-9.]* | c all 2 failed$' <<<"$out" ||
+  fail "ab.sh's summary:"$'\n'"$out"
+# Refused before anything runs: a variant that is not a binary.
+if out=$(scripts/ab.sh 1 "$PEERS/ab-rows" "a|$PEERS/none|" 2>&1); then
+  fail "ab.sh ran a variant that is not a binary"
+fi
+grep -q 'is not an executable' <<<"$out" || fail "no clear refusal of a missing binary: $out"
+echo "ab.sh: 2 checks passed"
