@@ -85,7 +85,6 @@ if [[ -z ${DEPENGINE_ALT:-} && -n ${ALT_REV:-} ]]; then
 fi
 mkdir -p "$OUT/peers/rayon-target/release" "$OUT/peers/mxnet" "$OUT/lib"
 strip -o "$OUT/depengine" "$TARGET/release/depengine"
-rm -f "$OUT/depengine-alt"
 if [[ -n ${DEPENGINE_ALT:-} ]]; then
   strip -o "$OUT/depengine-alt" "$DEPENGINE_ALT"
 fi
