@@ -433,3 +433,151 @@ fn cpu_time_reports_the_threads_shares_and_refuses_roundtrip() {
     let plain = small_wavefront_with("20", "--body-us", "0");
     assert!(!plain.contains("worker_cpu"), "{plain}");
 }
+
+/// The three lines of a `--versus` run: the first side's, the second's
+/// and the `paired` line.
+fn versus_lines(args: &[&str]) -> [String; 3] {
+    let out = depengine(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.try_into().expect("three lines")
+}
+
+fn number(line: &str, key: &str) -> f64 {
+    field(line, key)
+        .parse()
+        .unwrap_or_else(|e| panic!("{key} in {line:?}: {e}"))
+}
+
+#[test]
+fn versus_runs_a_second_engine_with_its_flags_and_pairs_the_rounds() {
+    let [a, b, pair] = versus_lines(&[
+        "--workload",
+        "random",
+        "--ops",
+        "400",
+        "--workers",
+        "2",
+        "--runs",
+        "4",
+        "--max-lead",
+        "100",
+        "--versus",
+        "--max-lead 200 --serial",
+    ]);
+    assert_eq!(field(&a, "system"), "depengine-per-device-lead100");
+    assert_eq!(field(&a, "workers"), "2");
+    // A flag given again takes its last value; one given only to the
+    // second side is its alone.
+    assert_eq!(field(&b, "system"), "depengine-per-device-serial-lead200");
+    assert_eq!(field(&b, "workers"), "1");
+    for line in [&a, &b] {
+        assert_eq!(field(line, "workload"), "random");
+        assert_eq!(field(line, "ops"), "400");
+        assert_eq!(field(line, "runs"), "4");
+    }
+    assert!(pair.starts_with("paired "), "{pair}");
+    assert_eq!(field(&pair, "a"), "depengine-per-device-lead100");
+    assert_eq!(field(&pair, "b"), "depengine-per-device-serial-lead200");
+    assert_eq!(field(&pair, "a_workers"), "2");
+    assert_eq!(field(&pair, "b_workers"), "1");
+    assert_eq!(field(&pair, "rounds"), "4");
+    let (min, q1, ratio, q3, max) = (
+        number(&pair, "min"),
+        number(&pair, "q1"),
+        number(&pair, "ratio"),
+        number(&pair, "q3"),
+        number(&pair, "max"),
+    );
+    assert!(
+        0.0 < min && min <= q1 && q1 <= ratio && ratio <= q3 && q3 <= max,
+        "{pair}"
+    );
+    assert!(number(&pair, "b_faster") <= 4.0, "{pair}");
+    // Every round's ratio is one of b's runs over one of a's, so none lies
+    // outside the spread of the two sides' lines (give or take the
+    // rounding of the printed figures).
+    let lowest = number(&b, "min") / number(&a, "max");
+    let highest = number(&b, "max") / number(&a, "min");
+    assert!(
+        lowest * 0.999 - 0.001 <= min && max <= highest * 1.001 + 0.001,
+        "{a}\n{b}\n{pair}"
+    );
+}
+
+#[test]
+fn versus_with_the_same_flags_names_the_second_side_apart() {
+    let [a, b, pair] = versus_lines(&[
+        "--workload",
+        "roundtrip",
+        "--ops",
+        "200",
+        "--workers",
+        "1",
+        "--runs",
+        "2",
+        "--versus",
+        "",
+    ]);
+    assert_eq!(field(&a, "system"), "depengine-per-device");
+    assert_eq!(field(&b, "system"), "depengine-per-device-b");
+    assert_eq!(field(&pair, "b"), "depengine-per-device-b");
+    assert_eq!(field(&pair, "rounds"), "2");
+}
+
+#[test]
+fn versus_refuses_a_second_side_that_runs_something_else() {
+    let small = ["--workload", "indep", "--ops", "100", "--runs", "1"];
+    for (flags, names) in [
+        ("--workload chain", "--workload"),
+        ("--ops 50", "--ops"),
+        ("--runs 3", "--runs"),
+        ("--body-us 1", "--body-us"),
+        ("--vars 7", "--vars"),
+    ] {
+        let err = refused(&[&small[..], &["--versus", flags]].concat());
+        assert!(
+            err.contains(&format!("changes {names}")) && err.contains(flags),
+            "{flags}: {err}"
+        );
+    }
+    let err = refused(&[&small[..], &["--versus", "--no-such-flag"]].concat());
+    assert!(
+        err.contains("--versus") && err.contains("--no-such-flag"),
+        "{err}"
+    );
+    let err = refused(&[&small[..], &["--versus", "--help"]].concat());
+    assert!(err.contains("depengine bench --help"), "{err}");
+    // Each side is checked as a run of its own.
+    let err = refused(&[
+        "--workload",
+        "priority",
+        "--ops",
+        "100",
+        "--versus",
+        "--stream",
+    ]);
+    assert!(
+        err.contains("--versus") && err.contains("--stream does not apply to priority"),
+        "{err}"
+    );
+    for (flags, flag) in [
+        ("--cpu-time", "--cpu-time"),
+        ("--ideal", "--ideal"),
+        ("--dump-trace /dev/null", "--dump-trace"),
+        ("--stream --dump-trace=/dev/null", "--dump-trace"),
+    ] {
+        let err = refused(&[&small[..], &["--versus", flags]].concat());
+        assert!(
+            err.contains(&format!("{flag} is not for one side of a pair")),
+            "{flags}: {err}"
+        );
+    }
+    refused(&[&small[..], &["--cpu-time", "--versus", "--stream"]].concat());
+    refused(&[&small[..], &["--ideal", "--versus", "--stream"]].concat());
+}

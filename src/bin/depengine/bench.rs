@@ -1,18 +1,22 @@
 //! `depengine bench`: the engine on the benchmark workloads (empty or busy
 //! bodies), and the traces that the peer drivers replay.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
 use depengine::bench::{
-    account_cpu, cpu_accounting_supported, ideal_schedule, quantile, roundtrip, run_trace_batched,
-    run_trace_pushers, run_trace_serial, run_trace_stream, ReplayVars, Spec, Summary, TraceReplay,
-    Workload,
+    account_cpu, cpu_accounting_supported, ideal_schedule, Spec, Summary, Workload,
 };
-use depengine::{Engine, EngineKind, ReplayHelpers};
+use depengine::{EngineKind, ReplayHelpers};
+
+mod side;
+
+use side::Side;
 
 /// Arguments of `depengine bench`.
 #[derive(Args, Debug)]
@@ -171,6 +175,18 @@ pub(crate) struct BenchArgs {
     /// Write the workload's trace to FILE for the peer drivers and exit.
     #[arg(long, value_name = "FILE")]
     dump_trace: Option<PathBuf>,
+    /// Run a second engine beside the first in the same process: this
+    /// command's flags with FLAGS after them (a flag given twice keeps its
+    /// last value), e.g. `--versus "--linger-us 0"`. After one warm-up
+    /// run each, the two alternate for `--runs` rounds, each going first in
+    /// every other round; both result lines are printed, then a `paired`
+    /// line: the median, min and max over the rounds of the second's ns
+    /// per op over the first's, and in how many rounds the second was
+    /// faster. Runs milliseconds apart see the same state of the machine,
+    /// where separate processes see its drift. FLAGS may not change the
+    /// workload or the number of runs.
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["dump_trace", "ideal", "cpu_time"])]
+    versus: Option<String>,
 }
 
 fn parse_kind(s: &str) -> Result<EngineKind, String> {
@@ -200,6 +216,83 @@ fn default_ops(w: Workload) -> usize {
 
 pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let ops = args.ops.unwrap_or_else(|| default_ops(args.workload));
+    check(&args, ops)?;
+    let body_ns = body_ns(&args);
+    let spec = Spec {
+        workload: args.workload,
+        ops,
+        n: args.n,
+        vars: args.vars,
+        body_ns,
+    };
+    if let Some(path) = &args.dump_trace {
+        if args.workload == Workload::Roundtrip {
+            return Err("roundtrip is not a trace: the drivers run it themselves".into());
+        }
+        let mut out = BufWriter::new(File::create(path)?);
+        spec.trace().write_to(&mut out)?;
+        return Ok(());
+    }
+    if args.ideal {
+        return print_ideal(&args, &spec);
+    }
+    let versus = match &args.versus {
+        Some(flags) => Some(versus_args(&args, flags)?),
+        None => None,
+    };
+    let trace = (args.workload != Workload::Roundtrip).then(|| spec.trace());
+    let total_ops = trace.as_ref().map_or(ops, |t| t.ops.len());
+    let mut first = Side::new(&args, trace.as_ref())?;
+    account_cpu(args.cpu_time.then(|| first.pool()).as_deref());
+    let Some(b_args) = versus else {
+        first.warm_up(&args, ops, trace.as_ref())?;
+        for _ in 0..args.runs {
+            first.timed_run(&args, ops, trace.as_ref())?;
+        }
+        println!("{}", first.finish(&args, total_ops)?);
+        return Ok(());
+    };
+    let mut second = Side::new(&b_args, trace.as_ref())?;
+    if second.system == first.system && second.workers == first.workers {
+        second.system += "-b";
+    }
+    first.warm_up(&args, ops, trace.as_ref())?;
+    second.warm_up(&b_args, ops, trace.as_ref())?;
+    let (mut a_ns, mut b_ns) = (Vec::new(), Vec::new());
+    for round in 0..args.runs {
+        // Each side goes first in every other round, so that what the
+        // first run of a round pays for (the other side's workers going to
+        // sleep, caches the other side filled) falls on both alike.
+        if first_goes_first(round) {
+            a_ns.push(first.timed_run(&args, ops, trace.as_ref())?);
+            b_ns.push(second.timed_run(&b_args, ops, trace.as_ref())?);
+        } else {
+            b_ns.push(second.timed_run(&b_args, ops, trace.as_ref())?);
+            a_ns.push(first.timed_run(&args, ops, trace.as_ref())?);
+        }
+    }
+    let (a_system, a_workers) = (first.system.clone(), first.workers);
+    let (b_system, b_workers) = (second.system.clone(), second.workers);
+    println!("{}", first.finish(&args, total_ops)?);
+    println!("{}", second.finish(&b_args, total_ops)?);
+    let pair = Paired::of(&a_ns, &b_ns);
+    println!(
+        "paired workload={} body_us={} a={a_system} a_workers={a_workers} b={b_system} b_workers={b_workers} rounds={} ratio={:.3} q1={:.3} q3={:.3} min={:.3} max={:.3} b_faster={}",
+        args.workload,
+        args.body_us,
+        a_ns.len(),
+        pair.median,
+        pair.q1,
+        pair.q3,
+        pair.min,
+        pair.max,
+        pair.b_faster
+    );
+    Ok(())
+}
+
+/// Refuses the arguments that name no run, with what to do instead.
+fn check(args: &BenchArgs, ops: usize) -> Result<(), Box<dyn std::error::Error>> {
     if ops == 0 || args.runs == 0 || args.n == 0 || args.body_us.is_nan() || args.body_us < 0.0 {
         return Err("--ops, --runs and --n must be at least 1 and --body-us at least 0".into());
     }
@@ -247,241 +340,131 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
-    let body_ns = body_ns(&args);
-    let spec = Spec {
-        workload: args.workload,
-        ops,
-        n: args.n,
-        vars: args.vars,
-        body_ns,
-    };
-    if let Some(path) = &args.dump_trace {
-        if args.workload == Workload::Roundtrip {
-            return Err("roundtrip is not a trace: the drivers run it themselves".into());
-        }
-        let mut out = BufWriter::new(File::create(path)?);
-        spec.trace().write_to(&mut out)?;
-        return Ok(());
-    }
-    if args.ideal {
-        return print_ideal(&args, &spec);
-    }
-    let mut builder = Engine::builder()
-        .kind(args.engine)
-        .cpu_workers(args.workers)
-        .help_while_waiting(args.help_wait)
-        .help_while_pushing(args.help_push);
-    if let Some(n) = args.pooled_op_blocks {
-        builder = builder.pooled_op_blocks(n);
-    }
-    if let Some(n) = args.pooled_queue_entries {
-        builder = builder.pooled_queue_entries(n);
-    }
-    if let Some(n) = args.max_lead {
-        builder = builder.max_lead(n);
-    }
-    if let Some(n) = args.max_searching {
-        builder = builder.max_searching(n);
-    }
-    if let Some(us) = args.linger_us {
-        builder = builder.linger(std::time::Duration::from_micros(us));
-    }
-    builder = builder.linger_through_pushes(args.linger_through_pushes);
-    builder = builder.keep_one_searching(args.keep_one_searching);
-    if let Some(n) = args.pusher_queues_up_to {
-        builder = builder.pusher_queues_up_to(n);
-    }
-    builder = builder.asymmetric_wake_fence(args.asymmetric_fence);
-    let mut engine = builder.build()?;
-    // The naive executor runs every op on the thread that makes it ready,
-    // and a serial scope on the thread that pushes it: the pushing thread
-    // is the one worker.
-    let workers: usize = match engine.pools().first() {
-        Some(_) if args.serial => 1,
-        Some(p) => p.1 + usize::from(args.help_wait),
-        None => 1,
-    };
-    let mut system = if args.help_wait {
-        format!("depengine-{}-helping", args.engine)
-    } else {
-        format!("depengine-{}", args.engine)
-    };
-    if args.help_push {
-        system += "-pushing";
-    }
-    if args.batch > 0 {
-        system += &format!("-batch{}", args.batch);
-    }
-    if args.pushers > 1 {
-        system += &format!("-pushers{}", args.pushers);
-    }
-    if args.replay {
-        system += if args.replay_engine_vars {
-            "-replay-vars"
-        } else {
-            "-replay"
-        };
-        system += match args.replay_helpers {
-            ReplayHelpers::Adaptive => "",
-            ReplayHelpers::All => "-helpers-all",
-            ReplayHelpers::One => "-helpers-one",
-        };
-    }
-    if args.serial {
-        system += "-serial";
-    }
-    if args.stream {
-        system += "-stream";
-    }
-    if let Some(n) = args.pooled_op_blocks {
-        system += &format!("-pool{n}");
-    }
-    if let Some(n) = args.pooled_queue_entries {
-        system += &format!("-qpool{n}");
-    }
-    if let Some(n) = args.max_lead {
-        system += &format!("-lead{n}");
-    }
-    if let Some(n) = args.max_searching {
-        system += &format!("-search{n}");
-    }
-    if let Some(us) = args.linger_us {
-        system += &format!("-linger{us}");
-    }
-    if args.linger_through_pushes {
-        system += "-lingerpush";
-    }
-    if args.keep_one_searching {
-        system += "-keepsearch";
-    }
-    if let Some(n) = args.pusher_queues_up_to {
-        system += &format!("-pq{n}");
-    }
-    if args.asymmetric_fence {
-        system += "-afence";
-    }
-
-    let mut ns = Vec::with_capacity(args.runs);
-    let mut eff = Vec::with_capacity(args.runs);
-    let mut p50 = Vec::with_capacity(args.runs);
-    let mut p99 = Vec::with_capacity(args.runs);
-    let mut makespan = Vec::with_capacity(args.runs);
-    let mut push_ns = Vec::with_capacity(args.runs);
-    let (mut worker_cpu, mut pusher_cpu, mut run_queue) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut worker_sleeps, mut pusher_sleeps, mut pusher_wakes) =
-        (Vec::new(), Vec::new(), Vec::new());
-    // The workers are the first pool's, which runs the bench's ops.
-    let pool = engine
-        .pools()
-        .first()
-        .map(|p| p.0.clone())
-        .unwrap_or_default();
-    account_cpu(args.cpu_time.then_some(pool.as_str()));
-    let total_ops;
-    if args.workload == Workload::Roundtrip {
-        total_ops = ops;
-        roundtrip(&engine, ops.min(10_000), body_ns, None)?;
-        for _ in 0..args.runs {
-            let t = roundtrip(&engine, ops, body_ns, None)?;
-            ns.push(t.as_nanos() as f64 / ops as f64);
-        }
-    } else {
-        let trace = spec.trace();
-        total_ops = trace.ops.len();
-        let body_total = trace.total_body_ns() as f64;
-        // A replay is captured once and pushed for every run, as the rayon
-        // driver builds its graph once: the warm-up run allocates the
-        // countdowns the timed runs reuse.
-        let captured = if args.replay {
-            let vars = if args.replay_engine_vars {
-                ReplayVars::Engine
-            } else {
-                ReplayVars::Private
-            };
-            Some(TraceReplay::capture_with(
-                &engine,
-                &trace,
-                vars,
-                args.replay_helpers,
-            )?)
-        } else {
-            None
-        };
-        let mut run_once = || {
-            if let Some(captured) = &captured {
-                captured.run(&engine)
-            } else if args.serial {
-                run_trace_serial(&mut engine, &trace, None)
-            } else if args.stream {
-                run_trace_stream(&engine, &trace, None)
-            } else if args.pushers > 1 {
-                run_trace_pushers(&engine, &trace, None, args.pushers)
-            } else {
-                run_trace_batched(&engine, &trace, None, args.batch)
-            }
-        };
-        run_once()?; // warm-up
-        for _ in 0..args.runs {
-            let r = run_once()?;
-            let t = r.elapsed.as_nanos() as f64;
-            ns.push(t / total_ops as f64);
-            push_ns.push(r.push_elapsed.as_nanos() as f64 / total_ops as f64);
-            eff.push(body_total / (workers.max(1) as f64 * t));
-            makespan.push(t / 1e6);
-            if let Some(cpu) = r.cpu {
-                worker_cpu.push(cpu.worker_share(t));
-                pusher_cpu.push(cpu.pusher_share(t));
-                run_queue.push(cpu.run_queue_share(t));
-                worker_sleeps.push(cpu.worker_sleeps as f64 / total_ops as f64);
-                pusher_sleeps.push(cpu.pusher_sleeps as f64 / total_ops as f64);
-                pusher_wakes.push(cpu.pusher_wakes as f64 / total_ops as f64);
-            }
-            if !r.latencies_ns.is_empty() {
-                p50.push(quantile(&r.latencies_ns, 0.5) as f64 / 1e3);
-                p99.push(quantile(&r.latencies_ns, 0.99) as f64 / 1e3);
-            }
-        }
-        if let Some(captured) = captured {
-            captured.release(&engine)?;
-        }
-    }
-    let mut line = result_line(
-        &args,
-        &system,
-        workers,
-        total_ops,
-        args.runs,
-        Summary::of(&ns),
-    );
-    if !eff.is_empty() && shows_efficiency(&args) {
-        line += &format!(" efficiency={:.3}", Summary::of(&eff).median);
-    }
-    if !push_ns.is_empty() {
-        line += &format!(" push_ns_per_op={:.1}", Summary::of(&push_ns).median);
-    }
-    if args.cpu_time {
-        // Every run has its counters: the system has them (checked above)
-        // and the bench threads live through every run.
-        line += &format!(
-            " worker_cpu={:.3} pusher_cpu={:.3} run_queue={:.3} worker_sleeps={:.4} pusher_sleeps={:.4} pusher_wakes={:.4}",
-            Summary::of(&worker_cpu).median,
-            Summary::of(&pusher_cpu).median,
-            Summary::of(&run_queue).median,
-            Summary::of(&worker_sleeps).median,
-            Summary::of(&pusher_sleeps).median,
-            Summary::of(&pusher_wakes).median
-        );
-    }
-    if !p50.is_empty() {
-        line += &format!(
-            " p50_us={:.1} p99_us={:.1} makespan_ms={:.1}",
-            Summary::of(&p50).median,
-            Summary::of(&p99).median,
-            Summary::of(&makespan).median
-        );
-    }
-    println!("{line}");
     Ok(())
+}
+
+/// The second side of `--versus FLAGS`: this command's own arguments with
+/// `FLAGS` after them, a flag given twice taking its last value. The
+/// workload and the number of runs must stay as they are: the two sides
+/// run the same trace, round by round.
+fn versus_args(args: &BenchArgs, flags: &str) -> Result<BenchArgs, Box<dyn std::error::Error>> {
+    // Caught before the parse, which would blame the flags' conflict
+    // with `--versus` itself.
+    let alone = ["--cpu-time", "--ideal", "--dump-trace"];
+    if let Some(flag) = flags
+        .split_whitespace()
+        .find_map(|t| alone.into_iter().find(|f| t.split('=').next() == Some(f)))
+    {
+        return Err(format!(
+            "--versus {flags:?}: {flag} is not for one side of a pair; run it without --versus"
+        )
+        .into());
+    }
+    let mut argv: Vec<OsString> = vec!["bench".into()];
+    argv.extend(own_args());
+    argv.extend(flags.split_whitespace().map(OsString::from));
+    let matches = BenchCommand::command()
+        .args_override_self(true)
+        .try_get_matches_from(argv)
+        .map_err(|e| match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                format!("--versus {flags:?}: asks for help or the version, which `depengine bench --help` gives; FLAGS are the second side's settings")
+            }
+            _ => format!("--versus {flags:?}: {}", first_line(&e.to_string())),
+        })?;
+    let b = BenchCommand::from_arg_matches(&matches)
+        .map_err(|e| format!("--versus {flags:?}: {e}"))?
+        .args;
+    let ops = args.ops.unwrap_or_else(|| default_ops(args.workload));
+    let b_ops = b.ops.unwrap_or_else(|| default_ops(b.workload));
+    let kept = [
+        ("--workload", b.workload == args.workload),
+        ("--ops", b_ops == ops),
+        ("--n", b.n == args.n),
+        ("--body-us", b.body_us.to_bits() == args.body_us.to_bits()),
+        ("--vars", b.vars == args.vars),
+        ("--runs", b.runs == args.runs),
+    ];
+    if let Some((flag, _)) = kept.iter().find(|(_, same)| !same) {
+        return Err(format!(
+            "--versus {flags:?} changes {flag}: both sides run the same workload for the same number of rounds; give {flag} outside --versus"
+        )
+        .into());
+    }
+    check(&b, b_ops).map_err(|e| format!("--versus {flags:?}: {e}"))?;
+    Ok(b)
+}
+
+/// A clap message's first line without its `error: `: the usage and the
+/// hint after it speak of the whole command, not of the flags given.
+fn first_line(message: &str) -> &str {
+    let line = message.lines().next().unwrap_or_default();
+    line.strip_prefix("error: ").unwrap_or(line)
+}
+
+/// The arguments after `bench` on this process's command line.
+fn own_args() -> Vec<OsString> {
+    // The subcommand is the first argument: `depengine` has no flags of
+    // its own that could come before it.
+    std::env::args_os()
+        .skip(1)
+        .skip_while(|a| a != "bench")
+        .skip(1)
+        .collect()
+}
+
+/// The `bench` subcommand's arguments alone, to parse `--versus`'s side.
+#[derive(Parser, Debug)]
+#[command(name = "bench")]
+struct BenchCommand {
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+/// Whether the first side runs first in `round` (0-based): in the even
+/// rounds, the second side in the odd ones.
+fn first_goes_first(round: usize) -> bool {
+    round % 2 == 0
+}
+
+/// The second side's ns per op over the first's, round by round. A pair
+/// of runs milliseconds apart shares the machine's state of the moment,
+/// which a ratio of medians over separate processes does not.
+#[derive(Debug, PartialEq)]
+struct Paired {
+    /// The median ratio (nearest rank, the upper of two middles).
+    median: f64,
+    /// The first and third quartiles (nearest rank): half the rounds'
+    /// ratios lie between them.
+    q1: f64,
+    q3: f64,
+    min: f64,
+    max: f64,
+    /// Rounds in which the second side was faster (ratio below 1).
+    b_faster: usize,
+}
+
+impl Paired {
+    /// The ratios of `b[i]` to `a[i]`, over the rounds both have.
+    fn of(a: &[f64], b: &[f64]) -> Paired {
+        let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| b / a).collect();
+        r.sort_by(|x, y| x.total_cmp(y));
+        let at = |q: f64| {
+            if r.is_empty() {
+                return 0.0;
+            }
+            let rank = ((q * r.len() as f64).ceil() as usize).clamp(1, r.len());
+            r[rank - 1]
+        };
+        Paired {
+            median: Summary::of(&r).median,
+            q1: at(0.25),
+            q3: at(0.75),
+            min: at(0.0),
+            max: at(1.0),
+            b_faster: r.iter().filter(|&&x| x < 1.0).count(),
+        }
+    }
 }
 
 /// The fields every result line starts with, as the peer drivers print them.
@@ -535,4 +518,40 @@ fn print_ideal(args: &BenchArgs, spec: &Spec) -> Result<(), Box<dyn std::error::
     }
     println!("{line}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{first_goes_first, Paired};
+
+    #[test]
+    fn the_sides_take_turns_at_going_first() {
+        let firsts: Vec<bool> = (0..4).map(first_goes_first).collect();
+        assert_eq!(firsts, [true, false, true, false]);
+    }
+
+    #[test]
+    fn a_pair_is_summed_up_round_by_round() {
+        // Ratios 0.5, 2, 1.5, 1, 3 (b over a): sorted 0.5 1 1.5 2 3.
+        let a = [2.0, 1.0, 2.0, 4.0, 1.0];
+        let b = [1.0, 2.0, 3.0, 4.0, 3.0];
+        let p = Paired::of(&a, &b);
+        assert_eq!(
+            p,
+            Paired {
+                median: 1.5,
+                q1: 1.0,
+                q3: 2.0,
+                min: 0.5,
+                max: 3.0,
+                b_faster: 1,
+            }
+        );
+        // Paired by round: the medians of the sides alone (2 and 3) would
+        // say 1.5 too, but swapping two of b's rounds changes the pairs.
+        let swapped = Paired::of(&a, &[2.0, 1.0, 3.0, 4.0, 3.0]);
+        assert_eq!(swapped.min, 1.0);
+        assert_eq!(swapped.b_faster, 0);
+        assert_eq!(Paired::of(&[], &[]).b_faster, 0);
+    }
 }
