@@ -499,6 +499,9 @@ fn versus_runs_a_second_engine_with_its_flags_and_pairs_the_rounds() {
         "{pair}"
     );
     assert!(number(&pair, "b_faster") <= 4.0, "{pair}");
+    // Four rounds can never make a sign test sure: at best 2 / 16.
+    let sign_p = number(&pair, "sign_p");
+    assert!((0.125..=1.0).contains(&sign_p), "{pair}");
     // Every round's ratio is one of b's runs over one of a's, so none lies
     // outside the spread of the two sides' lines (give or take the
     // rounding of the printed figures).

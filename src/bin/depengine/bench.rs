@@ -180,11 +180,12 @@ pub(crate) struct BenchArgs {
     /// last value), e.g. `--versus "--linger-us 0"`. After one warm-up
     /// run each, the two alternate for `--runs` rounds, each going first in
     /// every other round; both result lines are printed, then a `paired`
-    /// line: the median, min and max over the rounds of the second's ns
-    /// per op over the first's, and in how many rounds the second was
-    /// faster. Runs milliseconds apart see the same state of the machine,
-    /// where separate processes see its drift. FLAGS may not change the
-    /// workload or the number of runs.
+    /// line: the median, quartiles, min and max over the rounds of the
+    /// second's ns per op over the first's, in how many rounds the second
+    /// was faster, and the sign test of that count (`sign_p`: the chance
+    /// of a split that uneven between two equals). Runs milliseconds apart
+    /// see the same state of the machine, where separate processes see
+    /// its drift. FLAGS may not change the workload or the number of runs.
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["dump_trace", "ideal", "cpu_time"])]
     versus: Option<String>,
 }
@@ -277,7 +278,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     println!("{}", second.finish(&b_args, total_ops)?);
     let pair = Paired::of(&a_ns, &b_ns);
     println!(
-        "paired workload={} body_us={} a={a_system} a_workers={a_workers} b={b_system} b_workers={b_workers} rounds={} ratio={:.3} q1={:.3} q3={:.3} min={:.3} max={:.3} b_faster={}",
+        "paired workload={} body_us={} a={a_system} a_workers={a_workers} b={b_system} b_workers={b_workers} rounds={} ratio={:.3} q1={:.3} q3={:.3} min={:.3} max={:.3} b_faster={} sign_p={:.2e}",
         args.workload,
         args.body_us,
         a_ns.len(),
@@ -286,7 +287,8 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         pair.q3,
         pair.min,
         pair.max,
-        pair.b_faster
+        pair.b_faster,
+        pair.sign_p
     );
     Ok(())
 }
@@ -442,6 +444,11 @@ struct Paired {
     max: f64,
     /// Rounds in which the second side was faster (ratio below 1).
     b_faster: usize,
+    /// The two-sided sign test of the rounds (ties left out): how likely
+    /// a count of faster rounds at least this far from half would be if
+    /// neither side were faster. Unlike the ratio's quartiles, an outlier
+    /// round moves it by one round at most.
+    sign_p: f64,
 }
 
 impl Paired {
@@ -463,8 +470,31 @@ impl Paired {
             min: at(0.0),
             max: at(1.0),
             b_faster: r.iter().filter(|&&x| x < 1.0).count(),
+            sign_p: sign_test(
+                r.iter().filter(|&&x| x < 1.0).count(),
+                r.iter().filter(|&&x| x > 1.0).count(),
+            ),
         }
     }
+}
+
+/// The exact two-sided binomial sign test: with `wins` and `losses` out
+/// of `wins + losses` fair coin tosses, the chance of a split at least as
+/// uneven. Summed in logarithms, so that long runs do not underflow.
+fn sign_test(wins: usize, losses: usize) -> f64 {
+    let n = wins + losses;
+    if n == 0 {
+        return 1.0;
+    }
+    let tail = wins.min(losses);
+    let ln_half_n = n as f64 * std::f64::consts::LN_2;
+    let mut ln_choose = 0.0; // ln C(n, 0)
+    let mut p = 0.0;
+    for i in 0..=tail {
+        p += (ln_choose - ln_half_n).exp();
+        ln_choose += ((n - i) as f64).ln() - ((i + 1) as f64).ln();
+    }
+    (2.0 * p).min(1.0)
 }
 
 /// The fields every result line starts with, as the peer drivers print them.
@@ -522,7 +552,7 @@ fn print_ideal(args: &BenchArgs, spec: &Spec) -> Result<(), Box<dyn std::error::
 
 #[cfg(test)]
 mod tests {
-    use super::{first_goes_first, Paired};
+    use super::{first_goes_first, sign_test, Paired};
 
     #[test]
     fn the_sides_take_turns_at_going_first() {
@@ -545,6 +575,8 @@ mod tests {
                 min: 0.5,
                 max: 3.0,
                 b_faster: 1,
+                // One round a tie: 1 faster, 3 slower, 2 × 5/16.
+                sign_p: 0.625,
             }
         );
         // Paired by round: the medians of the sides alone (2 and 3) would
@@ -553,5 +585,28 @@ mod tests {
         assert_eq!(swapped.min, 1.0);
         assert_eq!(swapped.b_faster, 0);
         assert_eq!(Paired::of(&[], &[]).b_faster, 0);
+        // A tie counts neither way.
+        let tie = Paired::of(&[1.0, 1.0, 1.0], &[1.0, 0.5, 2.0]);
+        assert_eq!((tie.b_faster, tie.sign_p), (1, sign_test(1, 1)));
+    }
+
+    #[test]
+    fn the_sign_test_is_the_binomial_tail_doubled() {
+        // 10 tosses: P(X <= 1) = (1 + 10) / 1024, both tails twice that.
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.max(1e-300);
+        assert!(close(sign_test(1, 9), 22.0 / 1024.0));
+        assert!(close(sign_test(9, 1), 22.0 / 1024.0));
+        assert!(close(sign_test(0, 10), 2.0 / 1024.0));
+        // An even split is no evidence at all; one off it, little.
+        assert_eq!(sign_test(5, 5), 1.0);
+        assert!(close(sign_test(4, 6), 2.0 * 386.0 / 1024.0));
+        assert_eq!(sign_test(0, 0), 1.0);
+        // 3 of 20: (1 + 20 + 190 + 1140) / 2^20, doubled.
+        assert!(close(sign_test(3, 17), 2.0 * 1351.0 / 1_048_576.0));
+        // Long runs stay finite: 0 of 2000 is 2^-1999, which underflows
+        // to 0 only below f64's range, not through a term of the sum.
+        let p = sign_test(1000, 1000);
+        assert!(p > 0.9 && p <= 1.0, "{p}");
+        assert!(sign_test(700, 1300) < 1e-30);
     }
 }
