@@ -31,7 +31,13 @@
 #                  workers: the replay with each helper setting
 #                  (--replay-helpers all, adaptive, one) against oneTBB
 #                  and rayon, 41 runs a line, two rounds (~90 s)
-#     first        alt, then granularity: one call of about 300 s
+#     pairs        runtime settings against the defaults in one process
+#                  (depengine bench --versus, 16 alternating rounds, a
+#                  sign test each) at 16 and 8 workers: the ring
+#                  (--pusher-queues-up-to 16), the split fence, a stream,
+#                  and 4 pushing threads on indep; empty and 1 µs indep,
+#                  1 µs wavefront and random (~70 s)
+#     first        alt, pairs, then granularity: one call of about 370 s
 #     second       ring, then wake: one call of about 450 s
 #     third        smallgraphs, then profiles: one call of about 150 s
 # Environment:
@@ -48,7 +54,7 @@
 # then 1. Plans are checked before the first runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-(($# > 0)) || { sed -n '2,48p' "$0"; exit 2; }
+(($# > 0)) || { sed -n '2,54p' "$0"; exit 2; }
 
 BUNDLE=${BUNDLE:-.dev/bundle}
 OUT=${OUT:-bench-many-cores-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -57,11 +63,11 @@ DRY=${DRY:-0}
 plans=()
 for p in "$@"; do
   case $p in
-    first) plans+=(alt granularity) ;;
+    first) plans+=(alt pairs granularity) ;;
     second) plans+=(ring wake) ;;
     third) plans+=(smallgraphs profiles) ;;
-    alt | ring | wake | granularity | profiles | peers | smallgraphs) plans+=("$p") ;;
-    *) echo "unknown plan '$p': one of alt, ring, wake, granularity, profiles, peers, smallgraphs, first, second, third" >&2; exit 2 ;;
+    alt | pairs | ring | wake | granularity | profiles | peers | smallgraphs) plans+=("$p") ;;
+    *) echo "unknown plan '$p': one of alt, pairs, ring, wake, granularity, profiles, peers, smallgraphs, first, second, third" >&2; exit 2 ;;
   esac
 done
 [[ -x $BUNDLE/run.sh ]] ||
@@ -69,6 +75,10 @@ done
 for p in "${plans[@]}"; do
   if [[ $p == profiles && ! ( -x $BUNDLE/perf.sh && -x $BUNDLE/depengine-sym ) ]]; then
     echo "plan profiles needs perf.sh and depengine-sym in $BUNDLE: pack it with PERF=1" >&2
+    exit 2
+  fi
+  if [[ $p == pairs && ! -x $BUNDLE/depengine ]]; then
+    echo "plan pairs needs depengine in $BUNDLE: pack the bundle again with scripts/bench-peers-bundle.sh" >&2
     exit 2
   fi
   if [[ $p == alt && ! -x $BUNDLE/depengine-alt ]]; then
@@ -84,10 +94,12 @@ if [[ $DRY == 1 ]]; then
   export RUNS=1 ROUNDS=1 OPS=2000 WAVE=40 TIMEOUT=20
   workers() { echo 2; }
   prof_ops=2000
+  pair_rounds=2
 else
   export RUNS=3 ROUNDS=1 OPS=200000 WAVE=447 TIMEOUT=25
   workers() { echo "$@"; }
   prof_ops=200000
+  pair_rounds=16
 fi
 export NO_INSTALL=1 MXNET_ENGINES=ThreadedEnginePerDevice
 
@@ -134,6 +146,26 @@ plan_alt() {
   run_peers alt DEADLINE=120 WORKERS="$(workers 16 8)" BODIES="0 1 10" \
     WORKLOADS="indep random wavefront" ROUNDS=4 \
     SYSTEMS="depengine depengine-alt"
+}
+
+# Settings against the defaults in one process: the rounds alternate
+# milliseconds apart, where the 1 µs rows at 16 workers swing by up to
+# 40% from process to process, and each paired line carries its sign
+# test. Each command prints both sides' lines and the paired line.
+plan_pairs() {
+  local w row v rc=0
+  for w in $(workers 16 8); do
+    for row in "indep --vars 0 --body-us 0" "indep --vars 0 --body-us 1" \
+      "wavefront --n $WAVE --body-us 1" "random --body-us 1"; do
+      for v in "--pusher-queues-up-to 16" "--asymmetric-fence" "--stream" "--pushers 4"; do
+        [[ $v == --pushers* && $row != indep* ]] && continue
+        # shellcheck disable=SC2086
+        timeout "$((TIMEOUT * 4))" "$BUNDLE/depengine" bench --workload $row --ops "$OPS" \
+          --workers "$w" --runs "$pair_rounds" --versus "$v" || { echo "failed (rc $?): $w $row $v"; rc=1; }
+      done
+    done
+  done
+  return "$rc"
 }
 
 plan_ring() {

@@ -129,13 +129,32 @@ fi
 grep -q 'pack it with ALT_REV=' <<<"$out" && [[ ! -e $mc-noalt ]] ||
   fail "no clear refusal of alt without depengine-alt: $out"
 printf '#!/bin/sh\n' >"$FB/depengine-alt"
-chmod +x "$FB/depengine-alt"
+# The bundle's engine, as pairs calls it: each call's arguments, a line.
+printf '#!/usr/bin/env bash\necho "$*" >>"$(dirname "$0")/depengine-calls.txt"\n' >"$FB/depengine"
+chmod +x "$FB/depengine-alt" "$FB/depengine"
 out=$(BUNDLE=$FB OUT=$mc-first scripts/bench-many-cores.sh first 2>&1) || fail "first failed:"$'\n'"$out"
-[[ $(grep '^== ' <<<"$out" | sed 's/ (.*//' | tr '\n' ' ') == '== alt == granularity ' ]] ||
-  fail "first should run alt, then granularity:"$'\n'"$out"
+[[ $(grep '^== ' <<<"$out" | sed 's/ (.*//' | tr '\n' ' ') == '== alt == pairs == granularity ' ]] ||
+  fail "first should run alt, pairs, then granularity:"$'\n'"$out"
 grep -q '^WORKERS=16 8 SYSTEMS=depengine depengine-alt TUNE_pq= OPS=200000$' "$mc-first"/alt-results-*.txt ||
   fail "alt ran with other settings: $(cat "$mc-first"/alt-results-*.txt)"
-rm "$FB/depengine-alt"
+# pairs: 16 and 8 workers, four rows, three settings each and four
+# pushing threads on the two indep rows only.
+calls=$FB/depengine-calls.txt
+[[ $(wc -l <"$calls") == 28 && $(grep -c -- '--pushers 4' "$calls") == 4 ]] &&
+  grep -q -- '^bench --workload indep --vars 0 --body-us 1 --ops 200000 --workers 16 --runs 16 --versus --pusher-queues-up-to 16$' "$calls" &&
+  ! grep -q -- 'random.*--pushers' "$calls" ||
+  fail "pairs made other calls: $(cat "$calls")"
+rm "$FB/depengine-alt" "$FB/depengine" "$calls"
+# pairs with the real engine, DRY: every paired line comes out.
+ln -s "$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")" "$FB/depengine"
+out=$(DRY=1 BUNDLE=$FB OUT=$mc-pairs scripts/bench-many-cores.sh pairs 2>&1) || fail "DRY=1 pairs failed:"$'\n'"$out"
+[[ $(grep -c '^paired .* rounds=2 .*sign_p=' "$mc-pairs/pairs.log") == 14 ]] ||
+  fail "DRY=1 pairs should print 14 paired lines: $(cat "$mc-pairs/pairs.log")"
+rm "$FB/depengine"
+if out=$(BUNDLE=$FB OUT=$mc-nodep scripts/bench-many-cores.sh pairs 2>&1); then
+  fail "pairs ran on a bundle without depengine:"$'\n'"$out"
+fi
+grep -q 'plan pairs needs depengine' <<<"$out" || fail "no clear refusal of pairs without depengine: $out"
 # DRY: 2 workers and small sizes.
 out=$(DRY=1 BUNDLE=$FB OUT=$mc-dry scripts/bench-many-cores.sh peers 2>&1) || fail "DRY=1 peers failed:"$'\n'"$out"
 grep -q '^WORKERS=2 .*OPS=2000$' "$mc-dry"/peers-results-*.txt || fail "DRY=1 did not shrink: $(cat "$mc-dry"/peers-results-*.txt)"
@@ -158,7 +177,7 @@ for args in "first nope" "profiles"; do
   [[ ! -e $mc-refused ]] || fail "'$args' was refused only after it started: $(ls "$mc-refused")"
 done
 grep -q "pack it with PERF=1" <<<"$out" || fail "no clear error for profiles without perf: $out"
-echo "bench-many-cores.sh: 6 checks passed"
+echo "bench-many-cores.sh: 8 checks passed"
 
 # scripts/ab.sh: every row with every variant each round, the order
 # reversed in even rounds, a failed process counted and left out of the
