@@ -34,10 +34,10 @@
 #     pairs        runtime settings against the defaults in one process
 #                  (depengine bench --versus, 16 alternating rounds, a
 #                  sign test each) at 16 and 8 workers: the ring
-#                  (--pusher-queues-up-to 16), the split fence, a stream,
-#                  and 4 pushing threads on indep; empty and 1 µs indep,
-#                  1 µs wavefront and random (~70 s)
-#     first        alt, pairs, then granularity: one call of about 370 s
+#                  (--pusher-queues-up-to 16), the split fence, both, a
+#                  stream, and 4 pushing threads on indep; empty and 1 µs
+#                  indep, 1 µs wavefront and random (~90 s)
+#     first        alt, pairs, then granularity: one call of about 390 s
 #     second       ring, then wake: one call of about 450 s
 #     third        smallgraphs, then profiles: one call of about 150 s
 # Environment:
@@ -157,7 +157,8 @@ plan_pairs() {
   for w in $(workers 16 8); do
     for row in "indep --vars 0 --body-us 0" "indep --vars 0 --body-us 1" \
       "wavefront --n $WAVE --body-us 1" "random --body-us 1"; do
-      for v in "--pusher-queues-up-to 16" "--asymmetric-fence" "--stream" "--pushers 4"; do
+      for v in "--pusher-queues-up-to 16" "--asymmetric-fence" \
+        "--pusher-queues-up-to 16 --asymmetric-fence" "--stream" "--pushers 4"; do
         [[ $v == --pushers* && $row != indep* ]] && continue
         # shellcheck disable=SC2086
         timeout "$((TIMEOUT * 4))" "$BUNDLE/depengine" bench --workload $row --ops "$OPS" \
