@@ -16,12 +16,14 @@
 #   (VALUE `failed` when the process failed or printed no result), then
 #   per row: each variant's median ns per op (min-max) over the rounds,
 #   and the median of its ratio to the first variant of the same round
-#   (r=; below 1: faster than the first), over the rounds both ran.
+#   (r=; below 1: faster than the first), over the rounds both ran, with
+#   the rounds it was faster (won=) and their two-sided sign test (p=:
+#   the chance of a split that uneven between two equal variants).
 # Example:
 #   printf 'indep2|--workload indep --vars 0 --ops 200000 --workers 2 --runs 5\n' >rows
 #   scripts/ab.sh 16 rows "base|/tmp/base/depengine|" "new|target/release/depengine|"
 set -euo pipefail
-(($# >= 3)) || { sed -n '2,22p' "$0"; exit 2; }
+(($# >= 3)) || { sed -n '2,24p' "$0"; exit 2; }
 ROUNDS=$1
 ROWS=$2
 shift 2
@@ -56,8 +58,19 @@ done
 
 python3 - "$RAW" <<'PY'
 import collections
+import math
 import statistics
 import sys
+
+def sign_test(wins, losses):
+    """The exact two-sided sign test: the chance of a split at least this
+    uneven between two equal variants (ties left out)."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
 
 rows = collections.OrderedDict()
 for line in open(sys.argv[1]):
@@ -80,6 +93,10 @@ for row, variants in rows.items():
         cell = f"{label} {statistics.median(ok):.1f} ({min(ok):.1f}-{max(ok):.1f})"
         if ratios:
             cell += f" r={statistics.median(ratios):.3f}"
+        if ratios and values is not first:
+            won = sum(r < 1 for r in ratios)
+            lost = sum(r > 1 for r in ratios)
+            cell += f" won={won}/{len(ratios)} p={sign_test(won, lost):.3g}"
         if failed:
             cell += f" ({failed} failed)"
         cells.append(cell)

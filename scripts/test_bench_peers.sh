@@ -189,11 +189,21 @@ out=$(scripts/ab.sh 2 "$PEERS/ab-rows" "a|$BIN|" "b|$BIN|--max-lead 64" "c|/bin/
 [[ $(grep '^t [abc] ' <<<"$out" | cut -d' ' -f2 | tr -d '\n') == abccba ]] ||
   fail "ab.sh should reverse the variants in the second round:"$'\n'"$out"
 grep -q '^t a [0-9.]*$' <<<"$out" && grep -q '^t c failed$' <<<"$out" || fail "ab.sh's lines:"$'\n'"$out"
-grep -q '^t | a [0-9.]* ([0-9.]*-[0-9.]*) r=1.000 | b [0-9.]* ([0-9.]*-[0-9.]*) r=[0-9.]* | c all 2 failed$' <<<"$out" ||
+grep -q '^t | a [0-9.]* ([0-9.]*-[0-9.]*) r=1.000 | b [0-9.]* ([0-9.]*-[0-9.]*) r=[0-9.]* won=[0-2]/2 p=[0-9.e+-]* | c all 2 failed$' <<<"$out" ||
   fail "ab.sh's summary:"$'\n'"$out"
+# The sign test, on stand-ins whose lines are fixed: one variant twice
+# as fast in every one of 5 rounds wins 5 of 5, p = 2 / 2^5.
+for v in slow:2.0 fast:1.0; do
+  printf '#!/bin/sh\necho "workload=indep ns_per_op=%s"\n' "${v#*:}" >"$PEERS/ab-${v%%:*}"
+  chmod +x "$PEERS/ab-${v%%:*}"
+done
+out=$(scripts/ab.sh 5 "$PEERS/ab-rows" "slow|$PEERS/ab-slow|" "fast|$PEERS/ab-fast|" 2>&1) ||
+  fail "ab.sh on stand-ins failed:"$'\n'"$out"
+grep -q '^t | slow 2.0 (2.0-2.0) r=1.000 | fast 1.0 (1.0-1.0) r=0.500 won=5/5 p=0.0625$' <<<"$out" ||
+  fail "ab.sh's sign test:"$'\n'"$out"
 # Refused before anything runs: a variant that is not a binary.
 if out=$(scripts/ab.sh 1 "$PEERS/ab-rows" "a|$PEERS/none|" 2>&1); then
   fail "ab.sh ran a variant that is not a binary"
 fi
 grep -q 'is not an executable' <<<"$out" || fail "no clear refusal of a missing binary: $out"
-echo "ab.sh: 2 checks passed"
+echo "ab.sh: 3 checks passed"
