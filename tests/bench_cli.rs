@@ -584,3 +584,22 @@ fn versus_refuses_a_second_side_that_runs_something_else() {
     refused(&[&small[..], &["--cpu-time", "--versus", "--stream"]].concat());
     refused(&[&small[..], &["--ideal", "--versus", "--stream"]].concat());
 }
+
+#[test]
+fn a_workload_past_a_traces_32_bit_ids_is_refused_at_once() {
+    // 70,000^2 ops would take the build minutes and some 150 GB before
+    // its ids wrapped around: refused before anything is built, whatever
+    // the run would have been.
+    for extra in [&[][..], &["--ideal"], &["--dump-trace", "/dev/null"]] {
+        let err = refused(&[&["--workload", "wavefront", "--n", "70000"][..], extra].concat());
+        assert!(
+            err.contains("4900000000 ops") && err.contains("smaller grid (--n)"),
+            "{extra:?}: {err}"
+        );
+    }
+    let err = refused(&["--workload", "indep", "--ops", "5000000000"]);
+    assert!(
+        err.contains("5000000000 ops") && err.contains("fewer ops (--ops)"),
+        "{err}"
+    );
+}

@@ -36,7 +36,8 @@ pub use run::{
 };
 pub use trace::{SplitMix64, Trace, TraceOp, TRACE_MAGIC, TRACE_VERSION};
 pub use workload::{
-    Spec, Workload, ALL_WORKLOADS, FAN_READERS, PRIORITY_HIGH_OPS, PRIORITY_LOW_BODY_NS, SEED,
+    Spec, SpecError, TraceSize, Workload, ALL_WORKLOADS, FAN_READERS, PRIORITY_HIGH_OPS,
+    PRIORITY_LOW_BODY_NS, SEED, TRACE_LIMIT,
 };
 
 /// Default number of distinct vars written by `indep` and `readers` in

@@ -261,3 +261,105 @@ fn ideal_schedule_lies_between_the_lower_bounds_and_grahams_bound() {
         }
     }
 }
+
+#[test]
+fn a_specs_size_bounds_the_trace_it_builds() {
+    for w in ALL_WORKLOADS {
+        for spec in [
+            tiny(w),
+            Spec {
+                vars: 3,
+                ..tiny(w)
+            },
+            Spec::new(w, 1),
+        ] {
+            let size = spec.check().unwrap();
+            assert_eq!(size, spec.size());
+            let t = spec.try_trace().unwrap();
+            assert_eq!(size.ops, t.ops.len() as u128, "{spec:?}");
+            assert_eq!(size.vars, t.vars as u128, "{spec:?}");
+            let refs = t.var_ids.len() as u128;
+            assert!(refs <= size.var_ids, "{spec:?}: {refs} > {size:?}");
+            // Exact where no draw or edge makes fewer.
+            if !matches!(
+                w,
+                Workload::Random | Workload::Randsum | Workload::Wavefront | Workload::Fan
+            ) {
+                assert_eq!(refs, size.var_ids, "{spec:?}");
+            }
+            assert_eq!(t, spec.trace());
+        }
+    }
+    // fan's bound is met once round 0 is past: its writer reads no y_k.
+    let fan = Spec::new(Workload::Fan, 3);
+    let refs = fan.trace().var_ids.len() as u128;
+    assert_eq!(refs + FAN_READERS as u128, fan.size().var_ids);
+}
+
+#[test]
+fn a_spec_past_a_traces_32_bit_ids_is_refused_before_anything_is_built() {
+    let side = |n: usize| Spec {
+        n,
+        ..Spec::new(Workload::Wavefront, 0)
+    };
+    // 65,536^2 = 2^32 cells: one op past the limit.
+    match side(1 << 16).check() {
+        Err(SpecError::TooLarge { what, count, .. }) => {
+            assert_eq!((what, count), ("ops", 1u128 << 32));
+        }
+        other => panic!("{other:?}"),
+    }
+    // One cell a side fewer fits in ops, not in its three references each.
+    match side((1 << 16) - 1).check() {
+        Err(e @ SpecError::TooLarge { what: "var references", .. }) => {
+            assert!(e.to_string().contains("smaller grid (--n)"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let limit = TRACE_LIMIT as usize;
+    let indep = Spec::new(Workload::Indep, limit);
+    assert_eq!(indep.check().map(|s| s.ops), Ok(u128::from(TRACE_LIMIT)));
+    assert!(matches!(
+        Spec::new(Workload::Indep, limit + 1).check(),
+        Err(SpecError::TooLarge { what: "ops", .. })
+    ));
+    assert!(matches!(
+        Spec {
+            vars: limit + 1,
+            ..Spec::new(Workload::Readers, 10)
+        }
+        .check(),
+        Err(SpecError::TooLarge { what: "vars", .. })
+    ));
+    // random: up to five references an op.
+    assert!(Spec::new(Workload::Random, limit / 5).check().is_ok());
+    assert!(matches!(
+        Spec::new(Workload::Random, limit / 5 + 1).check(),
+        Err(SpecError::TooLarge { what: "var references", .. })
+    ));
+    // Sizes past usize's reach on any machine are worked out, not wrapped.
+    assert!(side(usize::MAX).check().is_err());
+    assert!(Spec::new(Workload::Fan, usize::MAX).check().is_err());
+}
+
+#[test]
+fn a_trace_past_the_memory_available_is_refused() {
+    let spec = Spec::new(Workload::Random, 1000);
+    let bytes = spec.size().bytes();
+    // 1,000 ops of 16 bytes and at most 5,000 references of 4.
+    assert_eq!(
+        bytes,
+        1000 * std::mem::size_of::<TraceOp>() as u128 + 5000 * 4
+    );
+    let fits = u64::try_from(bytes).unwrap();
+    assert_eq!(spec.check_memory(fits), Ok(()));
+    match spec.check_memory(fits - 1) {
+        Err(e @ SpecError::PastMemory { .. }) => {
+            assert!(e.to_string().contains("fewer ops (--ops)"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // What the allocator cannot grant is an error, not an abort.
+    assert!(Trace::try_with_capacity(1, usize::MAX, 0).is_err());
+    assert!(Trace::try_with_capacity(1, 0, usize::MAX).is_err());
+}

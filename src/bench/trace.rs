@@ -6,6 +6,7 @@
 //! file written by [`Trace::write_to`]. The same trace therefore reaches every
 //! system, including the `random` ops drawn from the fixed seed.
 
+use std::collections::TryReserveError;
 use std::io::{self, Write};
 
 /// One op of a trace; its vars are ranges of [`Trace::var_ids`].
@@ -49,14 +50,40 @@ impl Trace {
         }
     }
 
+    /// An empty trace over `vars` vars with room for `ops` ops and
+    /// `var_ids` var references, asked of the allocator now.
+    ///
+    /// # Errors
+    ///
+    /// The allocator's refusal.
+    pub fn try_with_capacity(
+        vars: usize,
+        ops: usize,
+        var_ids: usize,
+    ) -> Result<Trace, TryReserveError> {
+        let mut t = Trace::new(vars);
+        t.ops.try_reserve_exact(ops)?;
+        t.var_ids.try_reserve_exact(var_ids)?;
+        Ok(t)
+    }
+
     /// Appends an op reading `reads` and writing `writes` (disjoint var ids
     /// below `self.vars`).
+    ///
+    /// # Panics
+    ///
+    /// When the trace's var references would pass 2^32, the most its 32-bit
+    /// offsets reach ([`Spec::check`](super::Spec::check) refuses such
+    /// workloads before they are built).
     pub fn push(&mut self, reads: &[u32], writes: &[u32], priority: i32, body_ns: u32) {
         debug_assert!(reads
             .iter()
             .chain(writes)
             .all(|&v| (v as usize) < self.vars));
-        let reads_start = self.var_ids.len() as u32;
+        let reads_start = u32::try_from(self.var_ids.len())
+            .ok()
+            .filter(|&s| u64::from(s) + (reads.len() + writes.len()) as u64 <= u64::from(u32::MAX))
+            .expect("a trace holds at most 2^32 - 1 var references");
         self.var_ids.extend_from_slice(reads);
         self.var_ids.extend_from_slice(writes);
         self.ops.push(TraceOp {

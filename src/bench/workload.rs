@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::trace::{SplitMix64, Trace};
+use super::trace::{SplitMix64, Trace, TraceOp};
 
 /// A benchmark workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,34 +130,151 @@ impl Spec {
     }
 
     /// The trace of this workload (empty for `roundtrip`).
+    ///
+    /// # Panics
+    ///
+    /// When [`Spec::try_trace`] fails: the workload is too large for a
+    /// trace, or its memory cannot be had.
     pub fn trace(&self) -> Trace {
+        self.try_trace().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The trace of this workload, with its memory asked for up front, so
+    /// that a workload too large for the machine is an error, not an abort
+    /// halfway through.
+    ///
+    /// # Errors
+    ///
+    /// [`SpecError::TooLarge`] when [`Spec::check`] refuses the size,
+    /// [`SpecError::OutOfMemory`] when the allocator refuses the memory.
+    pub fn try_trace(&self) -> Result<Trace, SpecError> {
+        let size = self.check()?;
+        let t =
+            Trace::try_with_capacity(size.vars as usize, size.ops as usize, size.var_ids as usize)
+                .map_err(|_| SpecError::OutOfMemory {
+                    workload: self.workload,
+                    bytes: size.bytes(),
+                })?;
+        Ok(self.fill(t))
+    }
+
+    /// The sizes this workload's trace reaches (at most, for the var
+    /// references of `random`, `randsum` and `wavefront`), worked out
+    /// without building it.
+    pub fn size(&self) -> TraceSize {
+        let ops = self.ops as u128;
+        let (ops, vars, var_ids) = match self.workload {
+            Workload::Indep => {
+                let vars = if self.vars == 0 {
+                    ops
+                } else {
+                    self.vars as u128
+                };
+                (ops, vars.max(1), ops)
+            }
+            Workload::IndepNoVars => (ops, 0, 0),
+            Workload::Chain | Workload::Rwmix => (ops, 1, ops),
+            Workload::Readers => {
+                let vars = if self.vars == 0 {
+                    1024
+                } else {
+                    self.vars as u128
+                };
+                (ops, vars + 1, 2 * ops)
+            }
+            Workload::Wavefront => {
+                let cells = (self.n.max(1) as u128).pow(2);
+                (cells, cells, 3 * cells)
+            }
+            Workload::Fan => {
+                let per_round = FAN_READERS as u128 + 1;
+                // The writer reads every y_k (not in round 0); each reader
+                // reads x and writes its y_k.
+                (ops * per_round, per_round, ops * (3 * per_round - 2))
+            }
+            Workload::Random => (ops, 10_000, 5 * ops),
+            Workload::Randsum => (ops, 100, 20 * ops),
+            Workload::Priority => (
+                ops + PRIORITY_HIGH_OPS as u128,
+                1,
+                PRIORITY_HIGH_OPS as u128,
+            ),
+            Workload::Roundtrip => (0, 1, 0),
+        };
+        TraceSize { ops, vars, var_ids }
+    }
+
+    /// Checks that the trace fits what a trace holds: at most
+    /// [`TRACE_LIMIT`] ops, vars and var references (its ids, offsets and
+    /// file fields are 32-bit words). Past it, ids would wrap around and
+    /// the ops would name the wrong vars.
+    ///
+    /// # Errors
+    ///
+    /// [`SpecError::TooLarge`], naming what is past the limit.
+    pub fn check(&self) -> Result<TraceSize, SpecError> {
+        let size = self.size();
+        for (what, count) in [
+            ("ops", size.ops),
+            ("vars", size.vars),
+            ("var references", size.var_ids),
+        ] {
+            if count > u128::from(TRACE_LIMIT) {
+                return Err(SpecError::TooLarge {
+                    workload: self.workload,
+                    what,
+                    count,
+                });
+            }
+        }
+        Ok(size)
+    }
+
+    /// Fills `t`, made with this workload's var count and room for its ops
+    /// ([`Spec::size`]).
+    /// Checks that the trace's lists ([`TraceSize::bytes`]) fit in
+    /// `available` bytes, such as the memory the system says is available:
+    /// an allocator that overcommits grants lists it cannot back, and the
+    /// build then ends in the kernel's out-of-memory killer, not an error.
+    ///
+    /// # Errors
+    ///
+    /// [`SpecError::PastMemory`].
+    pub fn check_memory(&self, available: u64) -> Result<(), SpecError> {
+        let bytes = self.size().bytes();
+        if bytes > u128::from(available) {
+            return Err(SpecError::PastMemory {
+                workload: self.workload,
+                bytes,
+                available,
+            });
+        }
+        Ok(())
+    }
+
+    fn fill(&self, mut t: Trace) -> Trace {
         let b = self.body_ns;
         match self.workload {
             Workload::Indep => {
-                let vars = if self.vars == 0 { self.ops } else { self.vars };
-                let mut t = Trace::new(vars.max(1));
                 for i in 0..self.ops {
                     t.push(&[], &[(i % t.vars) as u32], 0, b);
                 }
                 t
             }
             Workload::IndepNoVars => {
-                let mut t = Trace::new(0);
                 for _ in 0..self.ops {
                     t.push(&[], &[], 0, b);
                 }
                 t
             }
             Workload::Chain => {
-                let mut t = Trace::new(1);
                 for _ in 0..self.ops {
                     t.push(&[], &[0], 0, b);
                 }
                 t
             }
             Workload::Readers => {
-                let vars = if self.vars == 0 { 1024 } else { self.vars };
-                let mut t = Trace::new(vars + 1);
+                let vars = t.vars - 1;
                 for i in 0..self.ops {
                     t.push(&[vars as u32], &[(i % vars) as u32], 0, b);
                 }
@@ -165,7 +282,6 @@ impl Spec {
             }
             Workload::Wavefront => {
                 let n = self.n.max(1);
-                let mut t = Trace::new(n * n);
                 let mut reads: Vec<u32> = Vec::with_capacity(2);
                 for i in 0..n {
                     for j in 0..n {
@@ -183,7 +299,6 @@ impl Spec {
             }
             Workload::Fan => {
                 // var 0 is x, vars 1..=100 the y_k.
-                let mut t = Trace::new(FAN_READERS + 1);
                 let ys: Vec<u32> = (1..=FAN_READERS as u32).collect();
                 for round in 0..self.ops {
                     let reads: &[u32] = if round == 0 { &[] } else { &ys };
@@ -195,7 +310,6 @@ impl Spec {
                 t
             }
             Workload::Rwmix => {
-                let mut t = Trace::new(1);
                 for i in 0..self.ops {
                     if i % 64 == 0 {
                         t.push(&[], &[0], 0, b);
@@ -205,10 +319,9 @@ impl Spec {
                 }
                 t
             }
-            Workload::Random => self.random(10_000, 0, 3, 1, 2),
-            Workload::Randsum => self.random(100, 2, 19, 1, 1),
+            Workload::Random => self.random(t, 0, 3, 1, 2),
+            Workload::Randsum => self.random(t, 2, 19, 1, 1),
             Workload::Priority => {
-                let mut t = Trace::new(1);
                 for _ in 0..self.ops {
                     t.push(&[], &[], 0, PRIORITY_LOW_BODY_NS);
                 }
@@ -217,13 +330,14 @@ impl Spec {
                 }
                 t
             }
-            Workload::Roundtrip => Trace::new(1),
+            Workload::Roundtrip => t,
         }
     }
 
-    fn random(&self, vars: u32, r_lo: u32, r_hi: u32, w_lo: u32, w_hi: u32) -> Trace {
+    fn random(&self, mut t: Trace, r_lo: u32, r_hi: u32, w_lo: u32, w_hi: u32) -> Trace {
         let mut rng = SplitMix64::new(SEED);
-        let mut t = Trace::new(vars as usize);
+        // At most 10,000 (`Spec::size`).
+        let vars = t.vars as u32;
         let mut ids: Vec<u32> = Vec::with_capacity(32);
         for _ in 0..self.ops {
             let nr = rng.range(r_lo, r_hi) as usize;
@@ -233,5 +347,75 @@ impl Spec {
             t.push(&ids[..nr], &ids[nr..], 0, self.body_ns);
         }
         t
+    }
+}
+
+/// Most ops, vars and var references a trace holds: its var ids, its
+/// offsets into the var list and the counts of its file are 32-bit words.
+pub const TRACE_LIMIT: u32 = u32::MAX;
+
+/// What a workload's trace holds, from [`Spec::size`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceSize {
+    /// Ops.
+    pub ops: u128,
+    /// Distinct vars.
+    pub vars: u128,
+    /// Var references (reads and writes of all ops): exact, or an upper
+    /// bound where the workload draws them at random or the grid's edges
+    /// read fewer.
+    pub var_ids: u128,
+}
+
+impl TraceSize {
+    /// The bytes the trace's two lists take at these sizes.
+    pub fn bytes(&self) -> u128 {
+        self.ops * std::mem::size_of::<TraceOp>() as u128 + self.var_ids * 4
+    }
+}
+
+/// Why a workload's trace cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The workload makes more ops, vars or var references than a trace
+    /// holds ([`TRACE_LIMIT`]).
+    #[error("{workload} of this size makes {count} {what}, past the {} a trace holds (its ids and counts are 32-bit): ask for {}", TRACE_LIMIT, fewer(*.workload))]
+    TooLarge {
+        /// The workload.
+        workload: Workload,
+        /// What is past the limit: `ops`, `vars` or `var references`.
+        what: &'static str,
+        /// How many the workload would make.
+        count: u128,
+    },
+    /// The trace would take more memory than the machine has available
+    /// ([`Spec::check_memory`]).
+    #[error("the trace of {workload} needs {bytes} bytes, more than the {available} bytes this machine has available: ask for {}", fewer(*.workload))]
+    PastMemory {
+        /// The workload.
+        workload: Workload,
+        /// The bytes the trace needs.
+        bytes: u128,
+        /// The bytes available.
+        available: u64,
+    },
+    /// The allocator refused the trace's memory.
+    #[error("the trace of {workload} needs {bytes} bytes, which this machine would not allocate: ask for {}", fewer(*.workload))]
+    OutOfMemory {
+        /// The workload.
+        workload: Workload,
+        /// The bytes asked for.
+        bytes: u128,
+    },
+}
+
+/// What to ask for instead of a workload too large, in the words of
+/// `depengine bench`'s flags.
+pub(crate) fn fewer(workload: Workload) -> &'static str {
+    match workload {
+        Workload::Wavefront => "a smaller grid (--n)",
+        Workload::Fan => "fewer rounds (--ops)",
+        Workload::Priority => "fewer low-priority ops (--ops)",
+        _ => "fewer ops (--ops)",
     }
 }

@@ -226,12 +226,18 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         vars: args.vars,
         body_ns,
     };
+    // Refused before anything is built: past a trace's 32-bit ids the ops
+    // would name the wrong vars.
+    spec.check()?;
+    if let Some(available) = available_memory() {
+        spec.check_memory(available)?;
+    }
     if let Some(path) = &args.dump_trace {
         if args.workload == Workload::Roundtrip {
             return Err("roundtrip is not a trace: the drivers run it themselves".into());
         }
         let mut out = BufWriter::new(File::create(path)?);
-        spec.trace().write_to(&mut out)?;
+        spec.try_trace()?.write_to(&mut out)?;
         return Ok(());
     }
     if args.ideal {
@@ -241,7 +247,10 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         Some(flags) => Some(versus_args(&args, flags)?),
         None => None,
     };
-    let trace = (args.workload != Workload::Roundtrip).then(|| spec.trace());
+    let trace = match args.workload {
+        Workload::Roundtrip => None,
+        _ => Some(spec.try_trace()?),
+    };
     let total_ops = trace.as_ref().map_or(ops, |t| t.ops.len());
     let mut first = Side::new(&args, trace.as_ref())?;
     account_cpu(args.cpu_time.then(|| first.pool()).as_deref());
@@ -397,6 +406,21 @@ fn versus_args(args: &BenchArgs, flags: &str) -> Result<BenchArgs, Box<dyn std::
     Ok(b)
 }
 
+/// The memory the system says is available (`MemAvailable` of
+/// `/proc/meminfo`), where it says so.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
+}
+
 /// A clap message's first line without its `error: `: the usage and the
 /// hint after it speak of the whole command, not of the flags given.
 fn first_line(message: &str) -> &str {
@@ -534,7 +558,7 @@ fn print_ideal(args: &BenchArgs, spec: &Spec) -> Result<(), Box<dyn std::error::
     } else {
         args.workers
     };
-    let trace = spec.trace();
+    let trace = spec.try_trace()?;
     let ideal = ideal_schedule(&trace, workers);
     let per_op = ideal.makespan_ns as f64 / trace.ops.len() as f64;
     let one = Summary::of(&[per_op]);
