@@ -265,14 +265,7 @@ fn ideal_schedule_lies_between_the_lower_bounds_and_grahams_bound() {
 #[test]
 fn a_specs_size_bounds_the_trace_it_builds() {
     for w in ALL_WORKLOADS {
-        for spec in [
-            tiny(w),
-            Spec {
-                vars: 3,
-                ..tiny(w)
-            },
-            Spec::new(w, 1),
-        ] {
+        for spec in [tiny(w), Spec { vars: 3, ..tiny(w) }, Spec::new(w, 1)] {
             let size = spec.check().unwrap();
             assert_eq!(size, spec.size());
             let t = spec.try_trace().unwrap();
@@ -311,7 +304,12 @@ fn a_spec_past_a_traces_32_bit_ids_is_refused_before_anything_is_built() {
     }
     // One cell a side fewer fits in ops, not in its three references each.
     match side((1 << 16) - 1).check() {
-        Err(e @ SpecError::TooLarge { what: "var references", .. }) => {
+        Err(
+            e @ SpecError::TooLarge {
+                what: "var references",
+                ..
+            },
+        ) => {
             assert!(e.to_string().contains("smaller grid (--n)"), "{e}");
         }
         other => panic!("{other:?}"),
@@ -335,7 +333,10 @@ fn a_spec_past_a_traces_32_bit_ids_is_refused_before_anything_is_built() {
     assert!(Spec::new(Workload::Random, limit / 5).check().is_ok());
     assert!(matches!(
         Spec::new(Workload::Random, limit / 5 + 1).check(),
-        Err(SpecError::TooLarge { what: "var references", .. })
+        Err(SpecError::TooLarge {
+            what: "var references",
+            ..
+        })
     ));
     // Sizes past usize's reach on any machine are worked out, not wrapped.
     assert!(side(usize::MAX).check().is_err());
@@ -345,20 +346,33 @@ fn a_spec_past_a_traces_32_bit_ids_is_refused_before_anything_is_built() {
 #[test]
 fn a_trace_past_the_memory_available_is_refused() {
     let spec = Spec::new(Workload::Random, 1000);
-    let bytes = spec.size().bytes();
-    // 1,000 ops of 16 bytes and at most 5,000 references of 4.
+    let size = spec.size();
+    // 1,000 ops of 16 bytes and at most 5,000 references of 4, and a run's
+    // 10,000 vars of at least three cache lines each.
     assert_eq!(
-        bytes,
+        size.bytes(),
         1000 * std::mem::size_of::<TraceOp>() as u128 + 5000 * 4
     );
-    let fits = u64::try_from(bytes).unwrap();
-    assert_eq!(spec.check_memory(fits), Ok(()));
-    match spec.check_memory(fits - 1) {
-        Err(e @ SpecError::PastMemory { .. }) => {
+    assert!(size.run_bytes() >= size.bytes() + 10_000 * 3 * 64);
+    let run = u64::try_from(size.run_bytes()).unwrap();
+    let trace = u64::try_from(size.bytes()).unwrap();
+    assert_eq!(spec.check_run_memory(run), Ok(()));
+    assert_eq!(spec.check_trace_memory(trace), Ok(()));
+    // The trace alone fits where a run does not.
+    assert_eq!(spec.check_trace_memory(run - 1), Ok(()));
+    match spec.check_run_memory(run - 1) {
+        Err(e @ SpecError::PastMemory { needs: "a run", .. }) => {
             assert!(e.to_string().contains("fewer ops (--ops)"), "{e}");
         }
         other => panic!("{other:?}"),
     }
+    assert!(matches!(
+        spec.check_trace_memory(trace - 1),
+        Err(SpecError::PastMemory {
+            needs: "the trace",
+            ..
+        })
+    ));
     // What the allocator cannot grant is an error, not an abort.
     assert!(Trace::try_with_capacity(1, usize::MAX, 0).is_err());
     assert!(Trace::try_with_capacity(1, 0, usize::MAX).is_err());

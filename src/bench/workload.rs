@@ -232,19 +232,35 @@ impl Spec {
 
     /// Fills `t`, made with this workload's var count and room for its ops
     /// ([`Spec::size`]).
-    /// Checks that the trace's lists ([`TraceSize::bytes`]) fit in
-    /// `available` bytes, such as the memory the system says is available:
-    /// an allocator that overcommits grants lists it cannot back, and the
-    /// build then ends in the kernel's out-of-memory killer, not an error.
+    /// Checks that a run of the trace ([`TraceSize::run_bytes`]: its
+    /// lists and its vars) fits in `available` bytes, such as the memory
+    /// the system says is available: an allocator that overcommits grants
+    /// what it cannot back, and the run then ends in the kernel's
+    /// out-of-memory killer, not an error.
     ///
     /// # Errors
     ///
     /// [`SpecError::PastMemory`].
-    pub fn check_memory(&self, available: u64) -> Result<(), SpecError> {
-        let bytes = self.size().bytes();
+    pub fn check_run_memory(&self, available: u64) -> Result<(), SpecError> {
+        self.fits("a run", self.size().run_bytes(), available)
+    }
+
+    /// [`Spec::check_run_memory`] for the trace alone
+    /// ([`TraceSize::bytes`]), as writing it to a file or scheduling it
+    /// ideally needs.
+    ///
+    /// # Errors
+    ///
+    /// [`SpecError::PastMemory`].
+    pub fn check_trace_memory(&self, available: u64) -> Result<(), SpecError> {
+        self.fits("the trace", self.size().bytes(), available)
+    }
+
+    fn fits(&self, needs: &'static str, bytes: u128, available: u64) -> Result<(), SpecError> {
         if bytes > u128::from(available) {
             return Err(SpecError::PastMemory {
                 workload: self.workload,
+                needs,
                 bytes,
                 available,
             });
@@ -372,6 +388,13 @@ impl TraceSize {
     pub fn bytes(&self) -> u128 {
         self.ops * std::mem::size_of::<TraceOp>() as u128 + self.var_ids * 4
     }
+
+    /// The bytes a run of the trace takes at least: the trace's lists and
+    /// one engine var for each of its vars (a run makes them all before
+    /// the clock starts; their queues, when they grow, come on top).
+    pub fn run_bytes(&self) -> u128 {
+        self.bytes() + self.vars * crate::engine::VAR_BYTES as u128
+    }
 }
 
 /// Why a workload's trace cannot be built.
@@ -388,13 +411,18 @@ pub enum SpecError {
         /// How many the workload would make.
         count: u128,
     },
-    /// The trace would take more memory than the machine has available
-    /// ([`Spec::check_memory`]).
-    #[error("the trace of {workload} needs {bytes} bytes, more than the {available} bytes this machine has available: ask for {}", fewer(*.workload))]
+    /// The trace, or a run of it, would take more memory than the machine
+    /// has available ([`Spec::check_run_memory`],
+    /// [`Spec::check_trace_memory`]).
+    #[error("{needs} of {workload} needs at least {bytes} bytes, more than the {available} bytes this machine has available: ask for {}", fewer(*.workload))]
     PastMemory {
         /// The workload.
         workload: Workload,
-        /// The bytes the trace needs.
+        /// What needs the memory: `a run` (the trace and its vars) or
+        /// `the trace`.
+        needs: &'static str,
+        /// The bytes needed at least ([`TraceSize::run_bytes`] or
+        /// [`TraceSize::bytes`]).
         bytes: u128,
         /// The bytes available.
         available: u64,

@@ -96,6 +96,12 @@ mod wait_spin;
 use std::borrow::Cow;
 use std::fmt;
 
+/// The bytes one var's own allocation takes (its lines for appends, for
+/// completions and the read-only fields), not counting a queue grown
+/// past its inline head: what a caller sizing a workload's vars can count
+/// on at least.
+pub(crate) const VAR_BYTES: usize = std::mem::size_of::<var::VarInner>();
+
 use crate::sync::{thread, Arc, Mutex};
 
 pub use batch::Batch;

@@ -230,7 +230,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     // would name the wrong vars.
     spec.check()?;
     if let Some(available) = available_memory() {
-        spec.check_memory(available)?;
+        if args.dump_trace.is_some() || args.ideal {
+            spec.check_trace_memory(available)?;
+        } else if args.workload != Workload::Roundtrip {
+            spec.check_run_memory(available)?;
+        }
     }
     if let Some(path) = &args.dump_trace {
         if args.workload == Workload::Roundtrip {
