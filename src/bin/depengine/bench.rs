@@ -413,7 +413,11 @@ fn versus_args(args: &BenchArgs, flags: &str) -> Result<BenchArgs, Box<dyn std::
 /// The memory the system says is available (`MemAvailable` of
 /// `/proc/meminfo`), where it says so.
 fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn mem_available(info: &str) -> Option<u64> {
     let kb: u64 = info
         .lines()
         .find_map(|l| l.strip_prefix("MemAvailable:"))?
@@ -580,7 +584,17 @@ fn print_ideal(args: &BenchArgs, spec: &Spec) -> Result<(), Box<dyn std::error::
 
 #[cfg(test)]
 mod tests {
-    use super::{first_goes_first, sign_test, Paired};
+    use super::{available_memory, first_goes_first, mem_available, sign_test, Paired};
+
+    #[test]
+    fn the_memory_available_is_read_from_meminfo() {
+        let info = "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(mem_available(info), Some(2048 * 1024));
+        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable: lots\n"), None);
+        #[cfg(target_os = "linux")]
+        assert!(available_memory().is_some_and(|b| b > 0));
+    }
 
     #[test]
     fn the_sides_take_turns_at_going_first() {
