@@ -9,8 +9,11 @@
 //! plain loads and stores (`run.rs`, `ALONE`). On a graph that runs in
 //! tens of µs that is most of the run: on the 2-core sandbox, graphs of
 //! 100 to 2,500 empty nodes ran 1.3–3.4× faster with one helper than with
-//! two, level at 10,000 nodes, and a random graph of 20,000 nodes ran 9%
-//! faster with two (BENCHMARKS.md, "A replay's helpers chosen by timing").
+//! two (BENCHMARKS.md, "A replay's helpers chosen by timing"); in longer
+//! A/Bs, `wavefront`-100 (10,000 nodes) and `randsum` of 20,000 still ran
+//! 20–25% faster with one, `random` of 20,000 and `wavefront`-250 (62,500)
+//! level or faster with two ("A replay's trials of one helper up to
+//! 1 ms").
 //!
 //! A node's body is opaque, so neither the graph's size nor its shape
 //! says on which side of that line it is; its runs do, and a replay is
@@ -25,7 +28,7 @@
 //!   much: a single helper can take up to `workers` times as long as the
 //!   workers, so it is tried only while `workers` × the time of a run
 //!   with the workers is under [`TRIAL_BUDGET`] (at 2 workers, runs under
-//!   100 µs, the size up to which one helper was measured ahead).
+//!   1 ms; at 16, under 125 µs).
 //! - From then on each run takes the way whose smoothed time is lower and
 //!   tries the other now and then: the workers every [`RETRY_SHARED`]
 //!   runs; a single helper, while it is the slower, after a gap that at
@@ -86,10 +89,14 @@ pub enum ReplayHelpers {
 
 /// The most a trial of a single helper may take, at worst (`workers` ×
 /// a run with the workers), for it to be made: at 2 workers, runs with
-/// the workers under 100 µs. From about 10,000 empty nodes (150 µs at 2
-/// workers) on, the two ways were level.
+/// the workers under 1 ms. There one helper was measured ahead on graphs
+/// of 10,000 and 20,000 nodes whose runs took 150 µs to 1 ms
+/// (`wavefront`-100 15% and `randsum` 20% less time than with a budget of
+/// 200 µs, which left them untried), and level where the workers win
+/// (`wavefront`-250, 62,500 nodes), whose losing trials grow ever rarer
+/// (BENCHMARKS.md, "A replay's trials of one helper up to 1 ms").
 #[cfg(not(loom))]
-pub(crate) const TRIAL_BUDGET: Duration = Duration::from_micros(200);
+pub(crate) const TRIAL_BUDGET: Duration = Duration::from_millis(2);
 
 /// While a single helper is the faster, the workers are tried again
 /// every this many runs; it is also the first gap between trials of a
@@ -390,14 +397,14 @@ mod tests {
 
     #[test]
     fn a_graph_whose_runs_take_long_for_its_pool_is_never_tried_alone() {
-        // At 2 workers a run with the workers of up to 100 µs may be
-        // tried alone; at 16, of up to 12.5 µs.
+        // At 2 workers a run with the workers of up to 1 ms may be tried
+        // alone; at 16, of up to 125 µs.
         for (workers, shared, tried) in [
-            (2, us(100), true),
-            (2, us(101), false),
-            (16, us(12), true),
-            (16, us(13), false),
-            (16, us(100), false),
+            (2, us(1000), true),
+            (2, us(1001), false),
+            (16, us(125), true),
+            (16, us(126), false),
+            (16, us(1000), false),
         ] {
             let mut t = Tuning::new();
             let ways = drive_on(&mut t, workers, 500, us(1), shared);
