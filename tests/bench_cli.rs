@@ -434,10 +434,12 @@ fn cpu_time_reports_the_threads_shares_and_refuses_roundtrip() {
     assert!(!plain.contains("worker_cpu"), "{plain}");
 }
 
-/// The three lines of a `--versus` run: the first side's, the second's
-/// and the `paired` line.
-fn versus_lines(args: &[&str]) -> [String; 3] {
-    let out = depengine(args);
+/// The three lines of a run of `args` (words split at spaces) with
+/// `--versus FLAGS`: the first side's, the second's and the `paired` line.
+fn versus_lines(args: &str, flags: &str) -> [String; 3] {
+    let mut argv: Vec<&str> = args.split_whitespace().collect();
+    argv.extend(["--versus", flags]);
+    let out = depengine(&argv);
     assert!(
         out.status.success(),
         "{}",
@@ -456,20 +458,10 @@ fn number(line: &str, key: &str) -> f64 {
 
 #[test]
 fn versus_runs_a_second_engine_with_its_flags_and_pairs_the_rounds() {
-    let [a, b, pair] = versus_lines(&[
-        "--workload",
-        "random",
-        "--ops",
-        "400",
-        "--workers",
-        "2",
-        "--runs",
-        "4",
-        "--max-lead",
-        "100",
-        "--versus",
+    let [a, b, pair] = versus_lines(
+        "--workload random --ops 400 --workers 2 --runs 4 --max-lead 100",
         "--max-lead 200 --serial",
-    ]);
+    );
     assert_eq!(field(&a, "system"), "depengine-per-device-lead100");
     assert_eq!(field(&a, "workers"), "2");
     // A flag given again takes its last value; one given only to the
@@ -515,18 +507,7 @@ fn versus_runs_a_second_engine_with_its_flags_and_pairs_the_rounds() {
 
 #[test]
 fn versus_with_the_same_flags_names_the_second_side_apart() {
-    let [a, b, pair] = versus_lines(&[
-        "--workload",
-        "roundtrip",
-        "--ops",
-        "200",
-        "--workers",
-        "1",
-        "--runs",
-        "2",
-        "--versus",
-        "",
-    ]);
+    let [a, b, pair] = versus_lines("--workload roundtrip --ops 200 --workers 1 --runs 2", "");
     assert_eq!(field(&a, "system"), "depengine-per-device");
     assert_eq!(field(&b, "system"), "depengine-per-device-b");
     assert_eq!(field(&pair, "b"), "depengine-per-device-b");
