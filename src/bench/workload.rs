@@ -159,8 +159,8 @@ impl Spec {
     }
 
     /// The sizes this workload's trace reaches (at most, for the var
-    /// references of `random`, `randsum` and `wavefront`), worked out
-    /// without building it.
+    /// references of `random`, `randsum`, `wavefront` and `fan`), worked
+    /// out without building it.
     pub fn size(&self) -> TraceSize {
         let ops = self.ops as u128;
         let (ops, vars, var_ids) = match self.workload {
@@ -230,8 +230,6 @@ impl Spec {
         Ok(size)
     }
 
-    /// Fills `t`, made with this workload's var count and room for its ops
-    /// ([`Spec::size`]).
     /// Checks that a run of the trace ([`TraceSize::run_bytes`]: its
     /// lists and its vars) fits in `available` bytes, such as the memory
     /// the system says is available: an allocator that overcommits grants
@@ -268,6 +266,8 @@ impl Spec {
         Ok(())
     }
 
+    /// Fills `t`, made with this workload's var count and room for its ops
+    /// ([`Spec::size`]).
     fn fill(&self, mut t: Trace) -> Trace {
         let b = self.body_ns;
         match self.workload {
