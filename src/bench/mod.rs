@@ -100,13 +100,15 @@ impl Summary {
     }
 }
 
-/// The `q`-quantile (0 ≤ q ≤ 1, nearest rank) of `xs`; 0 when empty.
-pub fn quantile(xs: &[u64], q: f64) -> u64 {
+/// The `q`-quantile (0 ≤ q ≤ 1, nearest rank) of `xs`; zero (the
+/// type's default) when empty. NaNs, which have no rank, sort as equal to
+/// anything.
+pub fn quantile<T: Copy + Default + PartialOrd>(xs: &[T], q: f64) -> T {
     if xs.is_empty() {
-        return 0;
+        return T::default();
     }
     let mut v = xs.to_vec();
-    v.sort_unstable();
+    v.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]
 }

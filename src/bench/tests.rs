@@ -166,6 +166,8 @@ fn trace_file_has_the_documented_layout() {
         vec![TRACE_MAGIC, TRACE_VERSION, 3, 1, 5, 1000, 1, 2, 2, 0, 1]
     );
     assert_eq!(quantile(&[5, 1, 3], 0.5), 3);
+    assert_eq!(quantile(&[2.5, 0.5, 1.5, 1.0], 0.25), 0.5);
+    assert_eq!(quantile::<f64>(&[], 0.5), 0.0);
     assert_eq!(Summary::of(&[3.0, 1.0, 2.0]).median, 2.0);
 }
 

@@ -10,7 +10,7 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
 use depengine::bench::{
-    account_cpu, cpu_accounting_supported, ideal_schedule, Spec, Summary, Workload,
+    account_cpu, cpu_accounting_supported, ideal_schedule, quantile, Spec, Summary, Workload,
 };
 use depengine::{EngineKind, ReplayHelpers};
 
@@ -486,15 +486,8 @@ struct Paired {
 impl Paired {
     /// The ratios of `b[i]` to `a[i]`, over the rounds both have.
     fn of(a: &[f64], b: &[f64]) -> Paired {
-        let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| b / a).collect();
-        r.sort_by(|x, y| x.total_cmp(y));
-        let at = |q: f64| {
-            if r.is_empty() {
-                return 0.0;
-            }
-            let rank = ((q * r.len() as f64).ceil() as usize).clamp(1, r.len());
-            r[rank - 1]
-        };
+        let r: Vec<f64> = a.iter().zip(b).map(|(a, b)| b / a).collect();
+        let at = |q: f64| quantile(&r, q);
         Paired {
             median: Summary::of(&r).median,
             q1: at(0.25),
