@@ -61,7 +61,7 @@
 //! is a deadlock there).
 
 use crate::sync::{
-    asymmetric_fence, fence, increment_below, AtomicUsize, Condvar, Mutex, Ordering,
+    asymmetric_fence, fence, increment_below, AtomicUsize, CachePadded, Condvar, Mutex, Ordering,
 };
 
 std::thread_local! {
@@ -109,11 +109,19 @@ impl Parker {
 pub(crate) struct Sleep {
     /// The fence split (`sync/asymmetric_fence.rs`): a compiler fence in
     /// [`Sleep::notify_many`], a process-wide barrier in [`Sleep::sleep`].
-    /// Set before the pool starts and never written again, so every
-    /// notify reads it from its own cache.
+    /// Set before the pool starts and never written again.
     asymmetric: bool,
-    sleepers: AtomicUsize,
-    searching: AtomicUsize,
+    /// Read by every notify, that is after every op queued, by pushing
+    /// threads and workers alike; written only when a worker goes to
+    /// sleep or is woken. On a line of its own, so that while the workers
+    /// keep up the notifies read it from their own caches.
+    sleepers: CachePadded<AtomicUsize>,
+    /// Written when a worker starts or stops searching, up to twice for
+    /// each op a searching worker finds. Beside `sleepers` (as it was
+    /// until this padding), every notify missed on a line the workers had
+    /// just written: one more transfer on the pushing thread's path for
+    /// each op, and the more workers search, the likelier.
+    searching: CachePadded<AtomicUsize>,
     /// Indices of the workers that sleep or are about to.
     idle: Mutex<Vec<usize>>,
     parkers: Box<[Parker]>,
@@ -124,8 +132,8 @@ impl Sleep {
     pub(crate) fn new(workers: usize) -> Self {
         Sleep {
             asymmetric: false,
-            sleepers: AtomicUsize::new(0),
-            searching: AtomicUsize::new(0),
+            sleepers: CachePadded::new(AtomicUsize::new(0)),
+            searching: CachePadded::new(AtomicUsize::new(0)),
             idle: Mutex::new(Vec::with_capacity(workers)),
             parkers: (0..workers).map(|_| Parker::new()).collect(),
         }
@@ -286,6 +294,30 @@ mod tests {
         s.sleep(0, || true);
         assert_eq!(s.sleepers.load(Ordering::SeqCst), 0);
         assert!(s.idle.lock().is_empty());
+    }
+
+    /// The cache lines (64 bytes) that `x` spans.
+    fn lines<T>(x: &T) -> std::ops::RangeInclusive<usize> {
+        let start = x as *const T as usize;
+        start / 64..=(start + std::mem::size_of::<T>() - 1) / 64
+    }
+
+    fn share_a_line<A, B>(a: &A, b: &B) -> bool {
+        let (a, b) = (lines(a), lines(b));
+        a.start() <= b.end() && b.start() <= a.end()
+    }
+
+    #[test]
+    fn what_every_notify_reads_shares_no_line_with_the_searchers_count() {
+        let s = Sleep::new(4);
+        // The searchers' count changes with each op a searcher finds; the
+        // rest is read by every notify, or written only around a sleep.
+        let searching: &AtomicUsize = &s.searching;
+        let sleepers: &AtomicUsize = &s.sleepers;
+        assert!(!share_a_line(searching, sleepers));
+        assert!(!share_a_line(searching, &s.asymmetric));
+        assert!(!share_a_line(searching, &s.idle));
+        assert!(!share_a_line(searching, &s.parkers));
     }
 
     #[test]
