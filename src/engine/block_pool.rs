@@ -35,7 +35,7 @@ mod imp {
     use super::{OpBlock, BATCH};
     use crate::engine::op::{prefetch_block, Intent};
 
-    use crate::sync::Mutex;
+    use crate::sync::{CachePadded, Mutex};
 
     struct LocalCache {
         take: Vec<Box<OpBlock>>,
@@ -62,7 +62,10 @@ mod imp {
     const SPILL_AHEAD: usize = 2;
 
     pub(crate) struct BlockPool {
-        batches: Mutex<Vec<Vec<Box<OpBlock>>>>,
+        /// Locked by pushing threads and completing threads alike, once
+        /// per batch: padded, so that those exchanges do not write the
+        /// line of the engine's fields that every push and every op read.
+        batches: CachePadded<Mutex<Vec<Vec<Box<OpBlock>>>>>,
         /// Batches kept in the shared list; beyond that, blocks are freed.
         max_batches: usize,
     }
@@ -72,9 +75,15 @@ mod imp {
         /// list (`EngineBuilder::pooled_op_blocks`), in whole batches.
         pub(crate) fn new(max_blocks: usize) -> Self {
             BlockPool {
-                batches: Mutex::new(Vec::new()),
+                batches: CachePadded::new(Mutex::new(Vec::new())),
                 max_batches: max_blocks / BATCH,
             }
+        }
+
+        /// The shared list, for the layout test of the engine's core.
+        #[cfg(test)]
+        pub(crate) fn shared_list(&self) -> &Mutex<Vec<Vec<Box<OpBlock>>>> {
+            &self.batches
         }
 
         /// Blocks in the shared list, for tests.

@@ -144,13 +144,22 @@ impl Drop for AbortOnPanic {
     }
 }
 
+/// The numbering of an engine's vars and the registry of the live ones.
+struct VarRegistry {
+    next: AtomicU64,
+    live: Mutex<Vec<Weak<VarInner>>>,
+}
+
 /// The engine proper, shared by the user's handles, worker threads and
 /// completion handles.
 pub(crate) struct Core {
     pub(crate) id: u64,
     pub(crate) config: EngineConfig,
     self_ref: Weak<Core>,
-    next_var: AtomicU64,
+    /// What creating a var writes: padded, so that a program creating
+    /// vars while ops run does not write the line of what every push and
+    /// every op reads (the engine's id, its executor, its settings).
+    vars: CachePadded<VarRegistry>,
     /// Ops pushed, written by pushing threads only; its value before the
     /// increment is the op's sequence number.
     pushed: CachePadded<AtomicU64>,
@@ -172,7 +181,6 @@ pub(crate) struct Core {
     /// Read before every op: the skip check reads the op's vars only
     /// while some var carries a failure.
     failed_vars: FailedVars,
-    vars: Mutex<Vec<Weak<VarInner>>>,
     /// Buffers of freed vars' queues (`var/queue_pool.rs`).
     queues: Arc<QueuePool>,
     blocks: BlockPool,
@@ -190,7 +198,10 @@ impl Core {
             id: NEXT_ENGINE_ID.fetch_add(1, unmodelled::Ordering::Relaxed),
             config: config.clone(),
             self_ref: weak.clone(),
-            next_var: AtomicU64::new(0),
+            vars: CachePadded::new(VarRegistry {
+                next: AtomicU64::new(0),
+                live: Mutex::new(Vec::new()),
+            }),
             pushed: CachePadded::new(AtomicU64::new(0)),
             completed: ShardedCounter::new(),
             idle_waiters: CachePadded::new(AtomicUsize::new(0)),
@@ -200,7 +211,6 @@ impl Core {
             any_deleted: AtomicBool::new(false),
             failures: Mutex::new(Vec::new()),
             failed_vars: FailedVars::new(),
-            vars: Mutex::new(Vec::new()),
             queues: Arc::new(QueuePool::new(config.pooled_queue_entries)),
             blocks: BlockPool::new(config.pooled_op_blocks),
             #[cfg(not(loom))]
@@ -240,10 +250,10 @@ impl Core {
     pub(crate) fn new_var(&self, name: Option<Box<str>>) -> Var {
         let id = VarId {
             engine: self.id,
-            id: self.next_var.fetch_add(1, Ordering::Relaxed),
+            id: self.vars.next.fetch_add(1, Ordering::Relaxed),
         };
         let inner = VarInner::new(id, name, Some(self.queues.clone()));
-        let mut vars = self.vars.lock();
+        let mut vars = self.vars.live.lock();
         // Forget dropped vars now and then, so the registry stays as large as
         // the set of live vars (amortised O(1) per new var).
         if vars.len() >= 64 && vars.len().is_power_of_two() {
@@ -260,11 +270,17 @@ impl Core {
     }
 
     pub(crate) fn live_vars(&self) -> Vec<Arc<VarInner>> {
-        self.vars.lock().iter().filter_map(Weak::upgrade).collect()
+        self.vars
+            .live
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     pub(crate) fn live_var_count(&self) -> usize {
         self.vars
+            .live
             .lock()
             .iter()
             .filter(|w| w.strong_count() > 0)
@@ -931,5 +947,35 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "panic with a non-string payload".to_string()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::engine::Engine;
+    use crate::util::cache_lines::share_a_line;
+
+    #[test]
+    fn what_creating_vars_and_exchanging_blocks_writes_shares_no_line_with_what_every_op_reads() {
+        let engine = Engine::builder().cpu_workers(1).build().unwrap();
+        let core = engine.core();
+        let list = core.blocks.shared_list();
+        let registry = &*core.vars;
+        // Read by every push (the id, to check a var's engine; the flags)
+        // or by every op (the id, the executor that dispatches it).
+        macro_rules! off_the_written_lines {
+            ($($field:expr),*) => {$(
+                assert!(!share_a_line(&$field, registry), "{} beside the var registry", stringify!($field));
+                assert!(!share_a_line(&$field, list), "{} beside the blocks' shared list", stringify!($field));
+            )*};
+        }
+        off_the_written_lines!(
+            core.id,
+            core.config,
+            core.executor,
+            core.shut_down,
+            core.any_deleted,
+            core.lead
+        );
     }
 }

@@ -296,19 +296,9 @@ mod tests {
         assert!(s.idle.lock().is_empty());
     }
 
-    /// The cache lines (64 bytes) that `x` spans.
-    fn lines<T>(x: &T) -> std::ops::RangeInclusive<usize> {
-        let start = x as *const T as usize;
-        start / 64..=(start + std::mem::size_of::<T>() - 1) / 64
-    }
-
-    fn share_a_line<A, B>(a: &A, b: &B) -> bool {
-        let (a, b) = (lines(a), lines(b));
-        a.start() <= b.end() && b.start() <= a.end()
-    }
-
     #[test]
     fn what_every_notify_reads_shares_no_line_with_the_searchers_count() {
+        use crate::util::cache_lines::share_a_line;
         let s = Sleep::new(4);
         // The searchers' count changes with each op a searcher finds; the
         // rest is read by every notify, or written only around a sleep.
