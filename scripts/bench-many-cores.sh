@@ -9,37 +9,47 @@
 #     alt          the bundle's two builds side by side, depengine against
 #                  depengine-alt, 4 alternating rounds at 16 and 8 workers:
 #                  indep, random, wavefront with 0, 1 and 10 µs bodies
-#                  (~100 s; needs a bundle packed with ALT_REV or
+#                  (~115 s; needs a bundle packed with ALT_REV or
 #                  DEPENGINE_ALT, e.g. a branch with a change whose
 #                  effect only many cores show)
-#     ring         the pushing thread's queue (a ring) in pools of 4-16
-#                  workers against the injector they use by default
-#                  (--pusher-queues-up-to 16), with --cpu-time, then the
-#                  ring with the sleep fence split (--asymmetric-fence)
-#                  against the ring alone at 16 workers (~270 s)
+#     ring         the defaults in pools of 4-16 workers (the pushing
+#                  thread's ring, and from 8 workers the sleep fence
+#                  split) against the defaults before them (the injector,
+#                  the full fence: --pusher-queues-up-to 2
+#                  --asymmetric-fence off), with --cpu-time, then the
+#                  defaults against the ring with the full fence
+#                  (--asymmetric-fence off) at 16 workers (~80 s)
 #     wake         who pays the wake-ups at 16 workers: the defaults, the
 #                  last searcher waking a successor (8 searchers and 1),
-#                  every worker searching (~180 s)
+#                  every worker searching (~40 s)
 #     granularity  the 1-10 µs rows at 8 and 16 workers: the default
-#                  engine, a replay, a stream, 4 pushing threads (~200 s)
+#                  engine, a replay, a stream, 4 pushing threads (~60 s)
 #     profiles     the pushing thread's profile at 16 workers with 1 µs
-#                  bodies (scripts/profile-push.sh), with and without the
-#                  ring (~60 s; needs a bundle packed with PERF=1)
+#                  bodies (scripts/profile-push.sh), with the defaults and
+#                  with those before them (~15 s; needs a bundle packed
+#                  with PERF=1)
 #     peers        chain, randsum, priority and roundtrip against every
-#                  peer at 2, 8 and 16 workers (~300 s)
+#                  peer at 2, 8 and 16 workers (300 s, its deadline,
+#                  which the priority and roundtrip rows did not reach)
 #     smallgraphs  graphs of 100 to 2,500 empty nodes at 8 and 16
 #                  workers: the replay with each helper setting
 #                  (--replay-helpers all, adaptive, one) against oneTBB
-#                  and rayon, 41 runs a line, two rounds (~90 s)
+#                  and rayon, 41 runs a line, two rounds (~10 s)
 #     pairs        runtime settings against the defaults in one process
 #                  (depengine bench --versus, 16 alternating rounds, a
-#                  sign test each) at 16 and 8 workers: the ring
-#                  (--pusher-queues-up-to 16), the split fence, both, a
-#                  stream, and 4 pushing threads on indep; empty and 1 µs
-#                  indep, 1 µs wavefront and random (~90 s)
-#     first        alt, pairs, then granularity: one call of about 390 s
-#     second       ring, then wake: one call of about 450 s
-#     third        smallgraphs, then profiles: one call of about 150 s
+#                  sign test each) at 16 and 8 workers: the defaults
+#                  before these (--pusher-queues-up-to 2
+#                  --asymmetric-fence off), the full fence
+#                  (--asymmetric-fence off), every worker searching
+#                  (--max-searching 16), a stream, and 4 pushing threads
+#                  on indep; empty and 1 µs indep, 1 µs wavefront and
+#                  random (~170 s)
+#     first        pairs, granularity, then smallgraphs: one call of
+#                  about 250 s
+#     second       ring, then wake: one call of about 120 s
+#     third        profiles, then peers: one call of about 320 s
+# (The times are those of a 16-core machine on 2026-11-30, a bundle of
+# 067fdad; a call also spends about 30 s starting.)
 # Environment:
 #   BUNDLE   the bundle (default .dev/bundle)
 #   OUT      where everything lands (default: $OUT when set, as on a lent
@@ -63,9 +73,9 @@ DRY=${DRY:-0}
 plans=()
 for p in "$@"; do
   case $p in
-    first) plans+=(alt pairs granularity) ;;
+    first) plans+=(pairs granularity smallgraphs) ;;
     second) plans+=(ring wake) ;;
-    third) plans+=(smallgraphs profiles) ;;
+    third) plans+=(profiles peers) ;;
     alt | pairs | ring | wake | granularity | profiles | peers | smallgraphs) plans+=("$p") ;;
     *) echo "unknown plan '$p': one of alt, pairs, ring, wake, granularity, profiles, peers, smallgraphs, first, second, third" >&2; exit 2 ;;
   esac
@@ -102,6 +112,9 @@ else
   pair_rounds=16
 fi
 export NO_INSTALL=1 MXNET_ENGINES=ThreadedEnginePerDevice
+# The defaults until 2026-11-30 (the injector past 2 workers, the full
+# sleep fence), which the plans compare the present ones with.
+BEFORE="--pusher-queues-up-to 2 --asymmetric-fence off"
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -157,8 +170,8 @@ plan_pairs() {
   for w in $(workers 16 8); do
     for row in "indep --vars 0 --body-us 0" "indep --vars 0 --body-us 1" \
       "wavefront --n $WAVE --body-us 1" "random --body-us 1"; do
-      for v in "--pusher-queues-up-to 16" "--asymmetric-fence" \
-        "--pusher-queues-up-to 16 --asymmetric-fence" "--stream" "--pushers 4"; do
+      for v in "$BEFORE" "--asymmetric-fence off" "--max-searching 16" \
+        "--stream" "--pushers 4"; do
         [[ $v == --pushers* && $row != indep* ]] && continue
         # shellcheck disable=SC2086
         timeout "$((TIMEOUT * 4))" "$BUNDLE/depengine" bench --workload $row --ops "$OPS" \
@@ -172,15 +185,14 @@ plan_pairs() {
 plan_ring() {
   run_peers ring DEADLINE=200 WORKERS="$(workers 16 8 4)" BODIES="0 1 2 10" \
     WORKLOADS="indep wavefront random" \
-    TUNE_ct="--cpu-time" TUNE_pq="--pusher-queues-up-to 16 --cpu-time" \
-    SYSTEMS="depengine-tune-ct depengine-tune-pq" || return
-  # The ring with the sleep fence split (--asymmetric-fence, a bundle of
-  # ffb82a1 or later), beside the ring alone, at 16.
+    TUNE_ct="--cpu-time" TUNE_old="$BEFORE --cpu-time" \
+    SYSTEMS="depengine-tune-ct depengine-tune-old" || return
+  # The ring with the full fence beside the defaults (both split it at
+  # 16 workers), at 16.
   run_peers fence DEADLINE=70 WORKERS="$(workers 16)" BODIES="0 1 2 10" \
     WORKLOADS="indep wavefront" \
-    TUNE_pq="--pusher-queues-up-to 16 --cpu-time" \
-    TUNE_pqaf="--pusher-queues-up-to 16 --asymmetric-fence --cpu-time" \
-    SYSTEMS="depengine-tune-pq depengine-tune-pqaf"
+    TUNE_ct="--cpu-time" TUNE_full="--asymmetric-fence off --cpu-time" \
+    SYSTEMS="depengine-tune-ct depengine-tune-full"
 }
 
 plan_wake() {
@@ -213,7 +225,8 @@ plan_profiles() {
   local w
   for w in indep-novars indep random; do profile "$w" "profile-$w" || return; done
   for w in indep random; do
-    profile "$w" "profile-$w-pq16" --pusher-queues-up-to 16 || return
+    # shellcheck disable=SC2086
+    profile "$w" "profile-$w-before" $BEFORE || return
   done
 }
 

@@ -106,7 +106,7 @@ cat >"$FB/run.sh" <<'RUN'
 #!/usr/bin/env bash
 B=$(cd "$(dirname "$0")" && pwd)
 n=$(ls "$B"/peers/results-*.txt 2>/dev/null | wc -l)
-echo "WORKERS=$WORKERS SYSTEMS=$SYSTEMS TUNE_pq=${TUNE_pq:-} OPS=$OPS" >"$B/peers/results-$n.txt"
+echo "WORKERS=$WORKERS SYSTEMS=$SYSTEMS TUNE_old=${TUNE_old:-} TUNE_full=${TUNE_full:-} OPS=$OPS" >"$B/peers/results-$n.txt"
 [[ -z ${FAIL_ON:-} || $SYSTEMS != *"$FAIL_ON"* ]]
 RUN
 chmod +x "$FB/run.sh"
@@ -114,17 +114,17 @@ mc=$PEERS/many
 out=$(BUNDLE=$FB OUT=$mc scripts/bench-many-cores.sh second 2>&1) || fail "bench-many-cores.sh second failed:"$'\n'"$out"
 [[ $(grep -c '^== ' <<<"$out") == 2 && $(grep '^== ' <<<"$out" | head -1) == '== ring '* ]] ||
   fail "second should run ring, then wake:"$'\n'"$out"
-grep -q 'WORKERS=16 8 4 SYSTEMS=depengine-tune-ct depengine-tune-pq TUNE_pq=--pusher-queues-up-to 16 --cpu-time OPS=200000' \
+grep -q 'WORKERS=16 8 4 SYSTEMS=depengine-tune-ct depengine-tune-old TUNE_old=--pusher-queues-up-to 2 --asymmetric-fence off --cpu-time TUNE_full= OPS=200000' \
   "$mc"/ring-results-*.txt || fail "ring ran with other settings: $(cat "$mc"/ring-results-*.txt)"
-grep -q 'WORKERS=16 SYSTEMS=depengine-tune-pq depengine-tune-pqaf TUNE_pq=--pusher-queues-up-to 16 --cpu-time OPS=200000' \
+grep -q 'WORKERS=16 SYSTEMS=depengine-tune-ct depengine-tune-full TUNE_old= TUNE_full=--asymmetric-fence off --cpu-time OPS=200000' \
   "$mc"/fence-results-*.txt || fail "ring's fence call ran with other settings: $(cat "$mc"/fence-results-*.txt)"
 grep -q 'WORKERS=16 SYSTEMS=.*depengine-tune-s16' "$mc"/wake-results-*.txt ||
   fail "wake ran with other settings: $(cat "$mc"/wake-results-*.txt)"
 grep -q '^plans: ring wake$' "$mc/machine.txt" || fail "machine.txt without the plans: $(cat "$mc/machine.txt")"
-# first: the two builds of the bundle side by side, then the granularity;
-# refused before anything runs while the bundle has no second build.
-if out=$(BUNDLE=$FB OUT=$mc-noalt scripts/bench-many-cores.sh first 2>&1); then
-  fail "first ran on a bundle without depengine-alt:"$'\n'"$out"
+# alt: the two builds of the bundle side by side; refused before
+# anything runs while the bundle has no second build.
+if out=$(BUNDLE=$FB OUT=$mc-noalt scripts/bench-many-cores.sh alt 2>&1); then
+  fail "alt ran on a bundle without depengine-alt:"$'\n'"$out"
 fi
 grep -q 'pack it with ALT_REV=' <<<"$out" && [[ ! -e $mc-noalt ]] ||
   fail "no clear refusal of alt without depengine-alt: $out"
@@ -132,16 +132,18 @@ printf '#!/bin/sh\n' >"$FB/depengine-alt"
 # The bundle's engine, as pairs calls it: each call's arguments, a line.
 printf '#!/usr/bin/env bash\necho "$*" >>"$(dirname "$0")/depengine-calls.txt"\n' >"$FB/depengine"
 chmod +x "$FB/depengine-alt" "$FB/depengine"
+out=$(BUNDLE=$FB OUT=$mc-alt scripts/bench-many-cores.sh alt 2>&1) || fail "alt failed:"$'\n'"$out"
+grep -q '^WORKERS=16 8 SYSTEMS=depengine depengine-alt TUNE_old= TUNE_full= OPS=200000$' "$mc-alt"/alt-results-*.txt ||
+  fail "alt ran with other settings: $(cat "$mc-alt"/alt-results-*.txt)"
 out=$(BUNDLE=$FB OUT=$mc-first scripts/bench-many-cores.sh first 2>&1) || fail "first failed:"$'\n'"$out"
-[[ $(grep '^== ' <<<"$out" | sed 's/ (.*//' | tr '\n' ' ') == '== alt == pairs == granularity ' ]] ||
-  fail "first should run alt, pairs, then granularity:"$'\n'"$out"
-grep -q '^WORKERS=16 8 SYSTEMS=depengine depengine-alt TUNE_pq= OPS=200000$' "$mc-first"/alt-results-*.txt ||
-  fail "alt ran with other settings: $(cat "$mc-first"/alt-results-*.txt)"
+[[ $(grep '^== ' <<<"$out" | sed 's/ (.*//' | tr '\n' ' ') == '== pairs == granularity == smallgraphs ' ]] ||
+  fail "first should run pairs, granularity, then smallgraphs:"$'\n'"$out"
 # pairs: 16 and 8 workers, four rows, four settings each and four
 # pushing threads on the two indep rows only.
 calls=$FB/depengine-calls.txt
 [[ $(wc -l <"$calls") == 36 && $(grep -c -- '--pushers 4' "$calls") == 4 ]] &&
-  grep -q -- '^bench --workload indep --vars 0 --body-us 1 --ops 200000 --workers 16 --runs 16 --versus --pusher-queues-up-to 16$' "$calls" &&
+  grep -q -- '^bench --workload indep --vars 0 --body-us 1 --ops 200000 --workers 16 --runs 16 --versus --pusher-queues-up-to 2 --asymmetric-fence off$' "$calls" &&
+  grep -q -- '^bench --workload random --body-us 1 --ops 200000 --workers 8 --runs 16 --versus --asymmetric-fence off$' "$calls" &&
   ! grep -q -- 'random.*--pushers' "$calls" ||
   fail "pairs made other calls: $(cat "$calls")"
 rm "$FB/depengine-alt" "$FB/depengine" "$calls"
@@ -160,7 +162,7 @@ out=$(DRY=1 BUNDLE=$FB OUT=$mc-dry scripts/bench-many-cores.sh peers 2>&1) || fa
 grep -q '^WORKERS=2 .*OPS=2000$' "$mc-dry"/peers-results-*.txt || fail "DRY=1 did not shrink: $(cat "$mc-dry"/peers-results-*.txt)"
 # Small graphs: small sizes of their own, the replay's three settings.
 out=$(BUNDLE=$FB OUT=$mc-small scripts/bench-many-cores.sh smallgraphs 2>&1) || fail "smallgraphs failed:"$'\n'"$out"
-grep -q '^WORKERS=16 8 SYSTEMS=depengine-tune-rall depengine-replay depengine-tune-rone tbb-flow rayon TUNE_pq= OPS=2000$' \
+grep -q '^WORKERS=16 8 SYSTEMS=depengine-tune-rall depengine-replay depengine-tune-rone tbb-flow rayon TUNE_old= TUNE_full= OPS=2000$' \
   "$mc-small"/smallgraphs-results-*.txt || fail "smallgraphs ran with other settings: $(cat "$mc-small"/smallgraphs-results-*.txt)"
 # A plan that fails: said, the next one still runs, the status is 1.
 if out=$(FAIL_ON=tune-ks BUNDLE=$FB OUT=$mc-fail scripts/bench-many-cores.sh wake ring 2>&1); then
@@ -177,7 +179,7 @@ for args in "first nope" "profiles"; do
   [[ ! -e $mc-refused ]] || fail "'$args' was refused only after it started: $(ls "$mc-refused")"
 done
 grep -q "pack it with PERF=1" <<<"$out" || fail "no clear error for profiles without perf: $out"
-echo "bench-many-cores.sh: 8 checks passed"
+echo "bench-many-cores.sh: 9 checks passed"
 
 # scripts/ab.sh: every row with every variant each round, the order
 # reversed in even rounds, a failed process counted and left out of the

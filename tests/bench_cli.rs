@@ -291,6 +291,31 @@ fn search_settings_name_their_system_and_bad_ones_are_refused() {
     assert!(err.contains("linger"), "{err}");
     refused(&["--workload", "indep", "--linger-us", "50", "--ideal"]);
     refused(&["--workload", "indep", "--keep-one-searching", "--ideal"]);
+    // The sleep fence: whole (never refused), split (where the system has
+    // the barrier, else refused naming the setting), nothing else.
+    fn fence(value: Option<&'static str>) -> Vec<&'static str> {
+        let mut args = vec!["--workload", "indep", "--ops", "2000", "--workers", "2"];
+        args.extend(["--runs", "1", "--asymmetric-fence"]);
+        args.extend(value);
+        args
+    }
+    let line = result_line(&fence(Some("off")));
+    assert_eq!(field(&line, "system"), "depengine-per-device-fullfence");
+    for value in [None, Some("on")] {
+        let out = depengine(&fence(value));
+        if out.status.success() {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("system=depengine-per-device-afence "),
+                "{stdout}"
+            );
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("asymmetric_wake_fence"), "{err}");
+        }
+    }
+    let err = refused(&fence(Some("maybe")));
+    assert!(err.contains("expected on or off"), "{err}");
 }
 
 #[test]

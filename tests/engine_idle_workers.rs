@@ -188,10 +188,14 @@ fn lone_pushes_each_start(engine: Engine, pushes: usize) -> Engine {
 
 #[test]
 fn a_lone_push_wakes_a_worker_whatever_state_the_workers_are_in() {
+    // 8 workers: by default the sleep fence is split there where the
+    // system has the barrier (`EngineBuilder::asymmetric_wake_fence`).
     for (kind, workers, linger) in [
         (EngineKind::PerDevice, 2, None),
         (EngineKind::PerDevice, 4, Some(Duration::ZERO)),
         (EngineKind::Pooled, 3, None),
+        (EngineKind::PerDevice, 8, Some(Duration::ZERO)),
+        (EngineKind::Pooled, 8, None),
     ] {
         let mut builder = Engine::builder().kind(kind).cpu_workers(workers);
         if let Some(l) = linger {
@@ -226,7 +230,7 @@ fn with_the_sleep_fence_split_every_op_still_reaches_a_worker() {
     for (kind, workers, queues, linger) in [
         (EngineKind::PerDevice, 2, None, None),
         (EngineKind::PerDevice, 4, Some(4), Some(Duration::ZERO)),
-        (EngineKind::PerDevice, 4, None, None),
+        (EngineKind::PerDevice, 4, Some(0), None),
         (EngineKind::Pooled, 3, None, Some(Duration::ZERO)),
     ] {
         eprintln!("{kind}, {workers} workers, pusher queues {queues:?}, linger {linger:?}");

@@ -37,10 +37,11 @@ struct Variant {
     /// sleeper to search in its place when it finds work
     /// (`keep_one_searching`).
     keeping_one_searching: bool,
-    /// Every pushing thread queues its ready ops on a queue of its own in
-    /// pools of up to 4 workers too (`pusher_queues_up_to`), not only in
-    /// pools of two.
-    pusher_queues: bool,
+    /// No pool gives pushing threads queues of their own
+    /// (`pusher_queues_up_to(0)`): every ready op a pushing thread
+    /// dispatches goes through the pool's shared queue, as in pools past
+    /// the default bound of 16 workers.
+    no_pusher_queues: bool,
     /// The pools' sleep fence split (`asymmetric_wake_fence`); the test
     /// is skipped where the system has no barrier for it.
     asymmetric_fence: bool,
@@ -67,7 +68,7 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
         pushing,
         searching_tuned,
         keeping_one_searching,
-        pusher_queues,
+        no_pusher_queues,
         asymmetric_fence,
     } = variant;
     let mut builder = Engine::builder()
@@ -84,8 +85,8 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
     if keeping_one_searching {
         builder = builder.max_searching(1).keep_one_searching(true);
     }
-    if pusher_queues {
-        builder = builder.pusher_queues_up_to(4);
+    if no_pusher_queues {
+        builder = builder.pusher_queues_up_to(0);
     }
     if asymmetric_fence {
         builder = builder.asymmetric_wake_fence(true);
@@ -324,12 +325,12 @@ fn stress_per_device_4_keeping_one_searching() {
 }
 
 #[test]
-fn stress_per_device_4_with_pusher_queues() {
+fn stress_per_device_4_without_pusher_queues() {
     stress_variant(
         EngineKind::PerDevice,
         4,
         Variant {
-            pusher_queues: true,
+            no_pusher_queues: true,
             ..Variant::default()
         },
     );
@@ -341,11 +342,23 @@ fn stress_per_device_4_with_pusher_queues_and_the_sleep_fence_split() {
         EngineKind::PerDevice,
         4,
         Variant {
-            pusher_queues: true,
             asymmetric_fence: true,
             ..Variant::default()
         },
     );
+}
+
+/// A pool of 8 workers as built by default: pushing threads' queues, and
+/// the sleep fence split where the system has the barrier (full where it
+/// does not), on more workers than this machine may have cores.
+#[test]
+fn stress_per_device_8_with_the_defaults_of_a_large_pool() {
+    stress_with(EngineKind::PerDevice, 8, false, false);
+}
+
+#[test]
+fn stress_pooled_8_batched_helping_with_the_defaults_of_a_large_pool() {
+    stress_with(EngineKind::Pooled, 8, true, true);
 }
 
 #[test]

@@ -8,7 +8,9 @@ use std::time::Duration;
 use crate::sync::cpu_count;
 
 use super::error::BuildError;
-use super::executor::search_config::{SearchConfig, DEFAULT_PUSHER_QUEUES_UP_TO, MAX_LINGER};
+use super::executor::search_config::{
+    SearchConfig, WakeFence, DEFAULT_PUSHER_QUEUES_UP_TO, MAX_LINGER,
+};
 use super::Engine;
 
 /// Which executor runs ready ops.
@@ -120,7 +122,7 @@ pub struct EngineBuilder {
     linger_through_pushes: bool,
     keep_one_searching: bool,
     pusher_queues_up_to: Option<usize>,
-    asymmetric_wake_fence: bool,
+    asymmetric_wake_fence: Option<bool>,
 }
 
 /// Environment variable: executor kind (`naive`, `pooled`, `per-device`, or
@@ -525,28 +527,32 @@ impl EngineBuilder {
         self
     }
 
-    /// Splits the fence of the pools' sleep protocol: a thread that queues
-    /// an op then orders its look at the sleeping workers with a compiler
-    /// fence only, and a worker going to sleep pays for both sides with a
-    /// process-wide memory barrier (Linux's `membarrier`). Off by default.
+    /// Whether the pools' sleep protocol splits its fence: a thread that
+    /// queues an op then orders its look at the sleeping workers with a
+    /// compiler fence only, and a worker going to sleep pays for both
+    /// sides with a process-wide memory barrier (Linux's `membarrier`).
+    /// `true`: in every pool; `false`: in none. By default pools of 8 to
+    /// [`EngineBuilder::pusher_queues_up_to`] workers split it where the
+    /// system has the barrier, and keep the full fence where it does not.
     ///
     /// Every op queued is followed by that look, and with a full fence
-    /// there (the default) the queuing thread waits for its earlier stores
-    /// (the op's block, its queue's slot and index) to reach lines that
-    /// workers on other cores hold. With this setting those stores drain
-    /// while the thread goes on, and each worker's sleep costs a system
-    /// call that interrupts every core running one of the process's
-    /// threads. Whether that pays depends on how often workers sleep
-    /// against how often ops are queued; it is meant for measuring the
-    /// pushing thread's cost on many cores, with the pushing thread's own
-    /// queue ([`EngineBuilder::pusher_queues_up_to`]), whose pushes make
-    /// no locked instruction that would wait for those stores anyway. Not
-    /// measured on many cores yet; on 2 cores it moved no row steadily
-    /// (`BENCHMARKS.md`, "The sleep fence split").
+    /// there the queuing thread waits for its earlier stores (the op's
+    /// block, its queue's slot and index) to reach lines that workers on
+    /// other cores hold. Split, those stores drain while the thread goes
+    /// on, and each worker's sleep costs a system call that interrupts
+    /// every core running one of the process's threads. It pays where a
+    /// pushing thread has a queue of its own, whose pushes make no locked
+    /// instruction that waits for those stores anyway: on 16 cores, beside
+    /// that queue, it took 10–22% off the empty `indep` and the 1 µs
+    /// `random` at 8 and 16 workers; alone (pushes through the shared
+    /// queue) it made them up to 30% slower at 8 workers, and on 2 cores it
+    /// moved no row steadily (`BENCHMARKS.md`, "The ring and the split
+    /// fence on 16 cores", "The sleep fence split").
     ///
     /// [`EngineBuilder::build`] fails with [`BuildError::Unavailable`] where
-    /// the barrier cannot be had (not Linux, a kernel without the private
-    /// expedited command, a sandbox that forbids the call).
+    /// `true` is asked for and the barrier cannot be had (not Linux, a
+    /// kernel without the private expedited command, a sandbox that
+    /// forbids the call).
     ///
     /// # Examples
     ///
@@ -563,9 +569,11 @@ impl EngineBuilder {
     ///     }
     ///     Err(e) => assert!(matches!(e, BuildError::Unavailable { .. }), "{e}"),
     /// }
+    /// // Off everywhere, which never fails.
+    /// assert!(Engine::builder().cpu_workers(8).asymmetric_wake_fence(false).build().is_ok());
     /// ```
     pub fn asymmetric_wake_fence(mut self, on: bool) -> Self {
-        self.asymmetric_wake_fence = on;
+        self.asymmetric_wake_fence = Some(on);
         self
     }
 
@@ -573,7 +581,7 @@ impl EngineBuilder {
     /// first 8 that push to the pool) a queue of its own for the ops that
     /// are ready at its push, which the workers look in before the pool's
     /// shared queue; larger pools take those ops on the shared queue.
-    /// Default 2; 0: no pool does.
+    /// Default 16; 0: no pool does.
     ///
     /// A thread's own queue spares its pushes the locked instructions of
     /// the shared queue, on lines the searching workers read. At 2
@@ -583,8 +591,12 @@ impl EngineBuilder {
     /// rows whose ops are ready at their push another 10–19%
     /// (`BENCHMARKS.md`, "The pushing thread's queue as a ring"). On a
     /// 16-core machine the deque lost to the shared queue from 4 workers
-    /// on (its push read a line the stealers write); the ring has not been
-    /// measured there, which is what this setting is for.
+    /// on (its push read a line the stealers write); the ring took 4–10%
+    /// off `indep` at 8 and 16 workers, and more with the sleep fence split
+    /// beside it ([`EngineBuilder::asymmetric_wake_fence`]; `BENCHMARKS.md`,
+    /// "The ring and the split fence on 16 cores"). Pools past 16 workers
+    /// were not measured; they keep the shared queue unless this says
+    /// otherwise.
     ///
     /// Each such queue holds the ops [`EngineBuilder::max_lead`] lets be
     /// pending (from 16,384 to 131,072 of them), so that with a lead it is
@@ -708,15 +720,19 @@ impl EngineBuilder {
                 why: "at most one second: a lingering worker holds its CPU",
             });
         }
-        let asymmetric_fence = self.asymmetric_wake_fence;
-        if asymmetric_fence {
-            crate::sync::asymmetric_fence::register().map_err(|message| {
-                BuildError::Unavailable {
-                    setting: "asymmetric_wake_fence",
-                    message,
-                }
-            })?;
-        }
+        let wake_fence = match self.asymmetric_wake_fence {
+            None => WakeFence::Auto,
+            Some(false) => WakeFence::Full,
+            Some(true) => {
+                crate::sync::asymmetric_fence::register().map_err(|message| {
+                    BuildError::Unavailable {
+                        setting: "asymmetric_wake_fence",
+                        message,
+                    }
+                })?;
+                WakeFence::Split
+            }
+        };
         let or = |n: usize, d: usize| if n == 0 { d } else { n };
         let kind = self.kind.unwrap_or_default();
         let cpu_workers = or(self.cpu_workers, cpu_count());
@@ -747,7 +763,7 @@ impl EngineBuilder {
                 pusher_queues_up_to: self
                     .pusher_queues_up_to
                     .unwrap_or(DEFAULT_PUSHER_QUEUES_UP_TO),
-                asymmetric_fence,
+                wake_fence,
             },
         })
     }
@@ -789,13 +805,18 @@ mod tests {
                 linger_through_pushes: true,
                 keep_one_searching: true,
                 pusher_queues_up_to: 16,
-                asymmetric_fence: false,
+                wake_fence: WakeFence::Auto,
             }
         );
+        let c = EngineBuilder::new()
+            .asymmetric_wake_fence(false)
+            .resolve()
+            .unwrap();
+        assert_eq!(c.search.wake_fence, WakeFence::Full);
         // Asked for, the split fence is on where the barrier registers,
         // and an error naming the setting where it does not.
         match EngineBuilder::new().asymmetric_wake_fence(true).resolve() {
-            Ok(c) => assert!(c.search.asymmetric_fence),
+            Ok(c) => assert_eq!(c.search.wake_fence, WakeFence::Split),
             Err(e) => {
                 assert!(
                     matches!(

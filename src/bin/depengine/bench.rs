@@ -142,16 +142,19 @@ pub(crate) struct BenchArgs {
     keep_one_searching: bool,
     /// Pools of at most N workers give each pushing thread a queue of its
     /// own for the ops ready at its push (`EngineBuilder::pusher_queues_up_to`;
-    /// default: the library's, 2; 0: none). Given, the line's system gets
+    /// default: the library's, 16; 0: none). Given, the line's system gets
     /// `-pq<N>`.
     #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
     pusher_queues_up_to: Option<usize>,
-    /// Splits the pools' sleep fence: a compiler fence after each op
-    /// queued, a process-wide barrier (Linux's membarrier) at each
-    /// worker's sleep (`EngineBuilder::asymmetric_wake_fence`). The line's
-    /// system gets `-afence`.
-    #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
-    asymmetric_fence: bool,
+    /// Splits the pools' sleep fence (on, the value when none is given)
+    /// or keeps it whole (off) in every pool: a compiler fence after each
+    /// op queued, a process-wide barrier (Linux's membarrier) at each
+    /// worker's sleep (`EngineBuilder::asymmetric_wake_fence`; default:
+    /// the library's, split in pools of 8 to 16 workers). Given, the
+    /// line's system gets `-afence` or `-fullfence`.
+    #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on",
+          value_parser = parse_on_off, conflicts_with_all = ["dump_trace", "ideal"])]
+    asymmetric_fence: Option<bool>,
     /// Report where the threads spent each timed run, from each thread's
     /// CPU clock and the scheduler's run-queue time (Linux only; read
     /// before the clock starts and after it stops): `worker_cpu`, the
@@ -203,6 +206,14 @@ fn parse_helpers(s: &str) -> Result<ReplayHelpers, String> {
         _ => Err(format!(
             "unknown replay helpers `{s}`: expected adaptive, all or one"
         )),
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("unknown setting `{s}`: expected on or off")),
     }
 }
 

@@ -71,7 +71,7 @@ pub(crate) struct PoolShared {
     pub(crate) name: String,
     injector: Injector<OpPtr>,
     /// Ready ops from pushing threads, one FIFO per thread, in pools of
-    /// at most [`PUSHER_QUEUES_UP_TO_WORKERS`] workers (see
+    /// at most `SearchConfig::pusher_queues_up_to` workers (see
     /// `pusher_queues.rs`); the injector takes the rest.
     pushers: PusherQueues,
     stealers: Vec<Stealer<OpPtr>>,
@@ -124,7 +124,7 @@ impl PoolShared {
             prio: Mutex::new(BinaryHeap::new()),
             prio_len: AtomicUsize::new(0),
             by_priority,
-            sleep: Sleep::new(workers).with_asymmetric_fence(search.asymmetric_fence),
+            sleep: Sleep::new(workers).with_asymmetric_fence(search.split_fence_in(workers)),
             shutdown: AtomicBool::new(false),
             max_searching: search.max_searching_in(workers),
             search,
@@ -705,7 +705,8 @@ mod tests {
         };
         let d = SearchConfig::default();
         assert!(takes(2, d), "two workers: a queue by default");
-        assert!(!takes(3, d), "three: the injector by default");
+        assert!(takes(16, d), "sixteen: a queue by default");
+        assert!(!takes(17, d), "seventeen: the injector by default");
         let up_to = |n| SearchConfig {
             pusher_queues_up_to: n,
             ..d

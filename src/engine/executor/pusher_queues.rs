@@ -18,18 +18,19 @@
 //! another 10–19% faster at the medians (`BENCHMARKS.md`, "The pushing
 //! thread's queue as a ring").
 //!
-//! Only pools of at most two workers hand these queues out, unless
-//! `EngineBuilder::pusher_queues_up_to` says otherwise (the pool decides,
-//! `PusherQueues::new`). With more workers, crossbeam's deque
-//! lost to the injector: it keeps the stealers' front index beside the
-//! owner's back index and reads it on every push, so every batch a worker
-//! steals took the pusher's line away, and the more workers stole one op
-//! at a time, the more pushes missed on it. On a 16-core machine a pool
-//! of 4, 8 or 16 workers fed through the injector instead was faster on
-//! most rows (`indep` with 1 µs bodies at 16 workers: efficiency
-//! 0.11–0.13 against 0.08–0.09; `BENCHMARKS.md`, "Pusher queues at 4–16
-//! workers"). The ring has no such line; whether it wins there is still
-//! to measure, with that setting.
+//! Pools of at most 16 workers hand these queues out by default, and
+//! `EngineBuilder::pusher_queues_up_to` moves that bound (the pool decides,
+//! `PusherQueues::new`). A crossbeam deque here had lost to the injector
+//! from 4 workers on, on 16 cores: it keeps the stealers' front index
+//! beside the owner's back index and reads it on every push, so every
+//! batch a worker stole took the pusher's line away (`BENCHMARKS.md`,
+//! "Pusher queues at 4–16 workers"). The ring has no such line; on the
+//! same kind of machine it took 4–10% off `indep` (empty and 1 µs) at 8
+//! and 16 workers, and with the sleep fence split beside it (the default
+//! from 8 workers, `search_config.rs`) 10–22% off the empty `indep` and
+//! the 1 µs `random` at 8 and 16 workers and the 1 µs `indep` at 16, with
+//! `wavefront` level (`BENCHMARKS.md`, "The ring and the split fence on
+//! 16 cores").
 //!
 //! # Rules
 //!
@@ -50,10 +51,11 @@
 //!   most [`REMEMBERED`] pools; a thread that pushes to more engines drops
 //!   the oldest, whose pool then sees that thread's later pushes through
 //!   the injector (its slot stays claimed).
-//! * Waking: the push is followed by the pool's SeqCst fence before it
-//!   reads the sleepers, and a worker going to sleep fences after counting
-//!   itself and then checks these queues too (`PoolShared::has_work`): the
-//!   same two-fence argument as for the injector (`sleep.rs`).
+//! * Waking: the push is followed by the pool's fence (SeqCst, or the
+//!   light side of the split one) before it reads the sleepers, and a
+//!   worker going to sleep fences after counting itself and then checks
+//!   these queues too (`PoolShared::has_work`): the same two-fence
+//!   argument as for the injector (`sleep.rs`).
 //!
 //! Under loom the pools keep to the injector (whose stand-in the models
 //! check): [`PusherQueues::push`] hands every op back.

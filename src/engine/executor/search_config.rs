@@ -13,8 +13,17 @@ use std::time::Duration;
 pub const DEFAULT_LINGER: Duration = Duration::from_micros(50);
 
 /// Default of [`crate::EngineBuilder::pusher_queues_up_to`]: pools of at
-/// most this many workers give pushing threads queues of their own.
-pub(crate) const DEFAULT_PUSHER_QUEUES_UP_TO: usize = 2;
+/// most this many workers give pushing threads queues of their own. On 16
+/// cores the ring won from 4 to 16 workers (`BENCHMARKS.md`, "The ring and
+/// the split fence on 16 cores"); larger pools were not measured.
+pub(crate) const DEFAULT_PUSHER_QUEUES_UP_TO: usize = 16;
+
+/// Pools of at least this many workers that give pushing threads queues
+/// of their own split their sleep fence by default, where the system has
+/// the barrier ([`WakeFence::Auto`]): measured on 16 cores at 8 and 16
+/// workers, where the two together won and the ring alone was level on
+/// `random`; not measured between 2 and 8.
+pub(crate) const DEFAULT_SPLIT_FENCE_FROM: usize = 8;
 
 /// Longest linger [`crate::EngineBuilder::linger`] accepts: a searcher
 /// holds its CPU meanwhile, yielding between looks.
@@ -39,11 +48,26 @@ pub(crate) struct SearchConfig {
     /// queue of its own, which the workers look in before the injector
     /// (`pusher_queues.rs`).
     pub(crate) pusher_queues_up_to: usize,
-    /// Whether the pools' sleep protocol splits its fence: a compiler
-    /// fence where ops are queued, a process-wide barrier where a worker
-    /// goes to sleep (`sync/asymmetric_fence.rs`). The builder turns it on
-    /// only once the barrier is registered.
-    pub(crate) asymmetric_fence: bool,
+    /// How the pools' sleep protocol fences: whole on both sides, or
+    /// split into a compiler fence where ops are queued and a process-wide
+    /// barrier where a worker goes to sleep (`sync/asymmetric_fence.rs`).
+    pub(crate) wake_fence: WakeFence,
+}
+
+/// The sleep fence a pool uses (`EngineBuilder::asymmetric_wake_fence`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakeFence {
+    /// A full fence on both sides, in every pool (asked for).
+    Full,
+    /// Split in every pool (asked for; the builder registered the barrier
+    /// first, and fails where it cannot).
+    Split,
+    /// The default: split in pools of [`DEFAULT_SPLIT_FENCE_FROM`] workers
+    /// or more that give pushing threads queues of their own, where the
+    /// barrier registers; full elsewhere. Without those queues each push
+    /// makes a locked instruction that waits for its stores anyway, and
+    /// the fence split alone was slower at 8 workers.
+    Auto,
 }
 
 impl Default for SearchConfig {
@@ -54,7 +78,7 @@ impl Default for SearchConfig {
             linger_through_pushes: false,
             keep_one_searching: false,
             pusher_queues_up_to: DEFAULT_PUSHER_QUEUES_UP_TO,
-            asymmetric_fence: false,
+            wake_fence: WakeFence::Auto,
         }
     }
 }
@@ -67,6 +91,26 @@ impl SearchConfig {
             Some(n) => n.min(workers).max(1),
             None => (workers / 2).max(1),
         }
+    }
+
+    /// Whether a pool of `workers` workers splits its sleep fence. For
+    /// [`WakeFence::Auto`] the first pool that would split registers the
+    /// barrier (once a process); where that fails, pools keep the full
+    /// fence.
+    pub(crate) fn split_fence_in(&self, workers: usize) -> bool {
+        match self.wake_fence {
+            WakeFence::Full => false,
+            WakeFence::Split => true,
+            WakeFence::Auto => {
+                self.auto_splits(workers) && crate::sync::asymmetric_fence::register().is_ok()
+            }
+        }
+    }
+
+    /// Whether [`WakeFence::Auto`] splits in a pool of `workers` workers,
+    /// the barrier aside.
+    fn auto_splits(&self, workers: usize) -> bool {
+        workers >= DEFAULT_SPLIT_FENCE_FROM && workers <= self.pusher_queues_up_to
     }
 }
 
@@ -86,5 +130,43 @@ mod tests {
         };
         assert_eq!(four.max_searching_in(16), 4);
         assert_eq!(four.max_searching_in(3), 3, "never more than the pool");
+    }
+
+    #[test]
+    fn the_fence_splits_by_default_only_in_large_pools_with_pushers_queues() {
+        let d = SearchConfig::default();
+        assert_eq!(d.wake_fence, WakeFence::Auto);
+        assert!(!d.auto_splits(2));
+        assert!(!d.auto_splits(DEFAULT_SPLIT_FENCE_FROM - 1));
+        assert!(d.auto_splits(DEFAULT_SPLIT_FENCE_FROM));
+        assert!(d.auto_splits(DEFAULT_PUSHER_QUEUES_UP_TO));
+        assert!(
+            !d.auto_splits(DEFAULT_PUSHER_QUEUES_UP_TO + 1),
+            "past the pushers' queues every push is locked: no split"
+        );
+        let no_queues = SearchConfig {
+            pusher_queues_up_to: 0,
+            ..d
+        };
+        assert!(!no_queues.auto_splits(8));
+        assert!(!no_queues.split_fence_in(8));
+        // Small pools never ask for the barrier; asked for, the settings
+        // win over the pool's size.
+        assert!(!d.split_fence_in(2));
+        let full = SearchConfig {
+            wake_fence: WakeFence::Full,
+            ..d
+        };
+        assert!(!full.split_fence_in(8));
+        let split = SearchConfig {
+            wake_fence: WakeFence::Split,
+            ..d
+        };
+        assert!(split.split_fence_in(1));
+        // Where the barrier registers, a default pool of 8 splits.
+        assert_eq!(
+            d.split_fence_in(8),
+            crate::sync::asymmetric_fence::register().is_ok()
+        );
     }
 }

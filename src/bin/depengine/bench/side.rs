@@ -241,10 +241,12 @@ fn build_engine(args: &BenchArgs) -> Result<Engine, depengine::BuildError> {
     if let Some(n) = args.pusher_queues_up_to {
         builder = builder.pusher_queues_up_to(n);
     }
+    if let Some(on) = args.asymmetric_fence {
+        builder = builder.asymmetric_wake_fence(on);
+    }
     builder
         .linger_through_pushes(args.linger_through_pushes)
         .keep_one_searching(args.keep_one_searching)
-        .asymmetric_wake_fence(args.asymmetric_fence)
         .build()
 }
 
@@ -307,8 +309,10 @@ fn system_name(args: &BenchArgs) -> String {
     if let Some(n) = args.pusher_queues_up_to {
         system += &format!("-pq{n}");
     }
-    if args.asymmetric_fence {
-        system += "-afence";
+    match args.asymmetric_fence {
+        Some(true) => system += "-afence",
+        Some(false) => system += "-fullfence",
+        None => {}
     }
     system
 }
