@@ -4,9 +4,9 @@
 //!
 //! Priority-0 ops go to a global FIFO (crossbeam's injector) from which
 //! workers take batches into their own deques, stealing from each other when
-//! both run dry; in a pool of at most two workers, those a pushing thread
-//! makes ready go to a FIFO of that thread's own, which the workers steal
-//! from first (`pusher_queues.rs`).
+//! both run dry; in a pool of at most 16 workers (by default), those a
+//! pushing thread makes ready go to a FIFO of that thread's own, which the
+//! workers steal from first (`pusher_queues.rs`).
 //! Ops with another priority — or every op, in a pool that serves all by
 //! priority — go to a heap ordered by priority, then push order.
 //! A worker looks at the heap first for positive priorities, then at the FIFOs,
