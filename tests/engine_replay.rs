@@ -312,10 +312,12 @@ fn a_replay_given_one_helper_runs_each_run_on_one_thread() {
 #[test]
 fn an_adaptive_replay_whose_runs_take_long_keeps_its_nodes_running_together() {
     // Two nodes that each wait (up to a bound) for the other to start,
-    // then hold their worker for 1.5 ms: every run takes longer than the
-    // policy's bar for trying one helper (at 2 workers, 1 ms), so every
-    // run must have both going at once. Run alone, the first would wait
-    // out the bound and the count of runs that met would fall short.
+    // then hold their worker for 26 ms: every run takes longer than the
+    // policy's longest trial of one helper allows (at 2 workers, 25 ms;
+    // runs past 1 ms are tried alone only once the graph has run a while,
+    // which 40 runs of 1.5 ms would reach), so every run must have both
+    // going at once. Run alone, the first would wait out the bound and
+    // the count of runs that met would fall short.
     const RUNS: usize = 40;
     let engine = Engine::builder().cpu_workers(2).build().unwrap();
     let started = Arc::new(AtomicUsize::new(0));
@@ -335,7 +337,7 @@ fn an_adaptive_replay_whose_runs_take_long_keeps_its_nodes_running_together() {
             if started.load(Ordering::SeqCst) >= pair {
                 met.fetch_add(1, Ordering::SeqCst);
             }
-            hold_cpu(Duration::from_micros(1500));
+            hold_cpu(Duration::from_millis(26));
             Ok(())
         })
         .unwrap();
