@@ -20,7 +20,11 @@
 #                          (git describe, -dirty with local changes), and
 #                          depengine-alt's (ALT_REV's, or what
 #                          DEPENGINE_ALT_FROM says of DEPENGINE_ALT)
-#     run.sh               unpacks MXNet, sets LD_LIBRARY_PATH and runs
+#     run.sh               unpacks MXNet (outside the bundle, in
+#                          $BUNDLE_UNPACK, default a folder of $TMPDIR or
+#                          /tmp named after the bundle, so that runs never
+#                          grow it past what travels), sets
+#                          LD_LIBRARY_PATH and runs
 #                          scripts/bench-peers.sh with NO_BUILD=1 on them;
 #                          environment as for bench-peers.sh, e.g.
 #                          WORKERS=16 BODIES="0 10" DIR/run.sh
@@ -30,8 +34,9 @@
 #                          and the release binary with its symbols (not its
 #                          debug info), for profiles where perf is missing:
 #                          DIR/perf.sh record -g DIR/depengine-sym bench ...
-#                          (perf.sh unpacks on first use; perf's own
-#                          arguments otherwise)
+#                          (perf.sh unpacks on first use, beside
+#                          MXNet's libraries; perf's own arguments
+#                          otherwise)
 #   Copy the repository and DIR there (DIR inside the repository, git-ignored,
 #   travels with it) and run DIR/run.sh from the repository root.
 # Environment: CARGO_TARGET_DIR as for bench-peers.sh; XZ_LEVEL (default 6);
@@ -41,7 +46,7 @@
 # PERF=1 (see above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -eq 1 ]] || { sed -n '2,41p' "$0"; exit 2; }
+[[ $# -eq 1 ]] || { sed -n '2,46p' "$0"; exit 2; }
 OUT=$1
 TARGET=${CARGO_TARGET_DIR:-$(pwd)/target}
 PEERS=$TARGET/peers
@@ -59,9 +64,10 @@ RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
 [[ -f $RAYON ]] || echo "note: $RAYON is not built; rayon stays out of the bundle" >&2
 ((${#DRIVERS[@]} > 0)) || [[ -f $RAYON ]] ||
   { echo "no peer driver in $PEERS: run scripts/bench-peers.sh first" >&2; exit 1; }
-# A bundle packed before is replaced whole: what its runs unpacked there
-# (MXNet's libraries, perf) and their results would otherwise travel too,
-# well past what a lent machine is sent (64 MiB).
+# A bundle packed before is replaced whole: what its runs left there
+# (their results; before run.sh unpacked elsewhere, MXNet's libraries and
+# perf) would otherwise travel too, past what a lent machine is sent
+# (64 MiB).
 if [[ -e $OUT ]]; then
   if [[ -f $OUT/BUILT_FROM ]]; then
     rm -rf "$OUT"
@@ -123,12 +129,18 @@ cat >"$OUT/run.sh" <<'RUN'
 # scripts/bench-peers-bundle.sh); run from the repository root.
 set -euo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
+# MXNet's libraries are unpacked outside the bundle (150 MB), so that the
+# bundle stays the size it travels at however often it is run.
+U=${BUNDLE_UNPACK:-${TMPDIR:-/tmp}/depengine-bundle-$(printf '%s\n' "$B" "$(cat "$B/BUILT_FROM" 2>/dev/null)" | cksum | cut -d' ' -f1)}
+mkdir -p "$U/mxnet"
 shopt -s nullglob
 for z in "$B"/peers/mxnet/*.xz; do
-  [[ -f ${z%.xz} ]] || xz -dkc "$z" >"${z%.xz}" 2>/dev/null ||
-    python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$z" "${z%.xz}"
+  l=$U/mxnet/$(basename "${z%.xz}")
+  [[ -f $l ]] || xz -dc "$z" >"$l.part" 2>/dev/null ||
+    python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$z" "$l.part"
+  [[ -f $l ]] || mv "$l.part" "$l"
 done
-export LD_LIBRARY_PATH=$B/lib:$B/peers/mxnet${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$B/lib:$U/mxnet${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [[ -f $B/depengine-alt ]]; then
   export DEPENGINE_ALT=${DEPENGINE_ALT:-$B/depengine-alt}
 fi
@@ -155,13 +167,15 @@ if [[ ${PERF:-0} == 1 ]]; then
 # Runs the perf packed in this bundle (scripts/bench-peers-bundle.sh, PERF=1).
 set -euo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
-if [[ ! -x $B/perf-unpacked/perf ]]; then
-  mkdir -p "$B/perf-unpacked"
-  xz -dc "$B/perf.tar.xz" 2>/dev/null | tar -C "$B/perf-unpacked" -xf - ||
+# Unpacked outside the bundle, as run.sh does MXNet's libraries.
+U=${BUNDLE_UNPACK:-${TMPDIR:-/tmp}/depengine-bundle-$(printf '%s\n' "$B" "$(cat "$B/BUILT_FROM" 2>/dev/null)" | cksum | cut -d' ' -f1)}/perf
+if [[ ! -x $U/perf ]]; then
+  mkdir -p "$U"
+  xz -dc "$B/perf.tar.xz" 2>/dev/null | tar -C "$U" -xf - ||
     python3 -c 'import lzma, sys, tarfile; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])' \
-      "$B/perf.tar.xz" "$B/perf-unpacked"
+      "$B/perf.tar.xz" "$U"
 fi
-LD_LIBRARY_PATH=$B/perf-unpacked/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$B/perf-unpacked/perf" "$@"
+LD_LIBRARY_PATH=$U/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$U/perf" "$@"
 PERF
   chmod +x "$OUT/perf.sh"
 fi
