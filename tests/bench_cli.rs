@@ -575,8 +575,12 @@ fn versus_refuses_a_second_side_that_runs_something_else() {
         err.contains("--versus") && err.contains("--stream does not apply to priority"),
         "{err}"
     );
+    let err = refused(&[&small[..], &["--versus", "--cpu-time"]].concat());
+    assert!(
+        err.contains("--cpu-time is for both sides of a pair; give it outside --versus"),
+        "{err}"
+    );
     for (flags, flag) in [
-        ("--cpu-time", "--cpu-time"),
         ("--ideal", "--ideal"),
         ("--dump-trace /dev/null", "--dump-trace"),
         ("--stream --dump-trace=/dev/null", "--dump-trace"),
@@ -587,8 +591,49 @@ fn versus_refuses_a_second_side_that_runs_something_else() {
             "{flags}: {err}"
         );
     }
-    refused(&[&small[..], &["--cpu-time", "--versus", "--stream"]].concat());
     refused(&[&small[..], &["--ideal", "--versus", "--stream"]].concat());
+}
+
+#[test]
+fn cpu_time_with_versus_reports_each_sides_threads() {
+    let out = depengine(&[
+        "--workload",
+        "chain",
+        "--ops",
+        "2000",
+        "--body-us",
+        "10",
+        "--workers",
+        "2",
+        "--runs",
+        "2",
+        "--cpu-time",
+        "--versus",
+        "--workers 1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("workload="))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for (line, workers) in lines.iter().zip(["2", "1"]) {
+        assert_eq!(field(line, "workers"), workers, "{line}");
+        // Each side's bodies ran on its own workers, which were found
+        // and had CPU time; no share passes 1 by more than the reads'.
+        for key in ["worker_cpu", "pusher_cpu", "run_queue"] {
+            let s: f64 = field(line, key).parse().unwrap();
+            assert!((0.0..=1.05).contains(&s), "{key} in {line}");
+        }
+        let busy: f64 = field(line, "worker_cpu").parse().unwrap();
+        assert!(busy > 0.0, "{line}");
+    }
+    assert!(stdout.contains("\npaired "), "{stdout}");
 }
 
 #[test]

@@ -35,7 +35,8 @@ use std::fs;
 
 use crate::sync::unmodelled::Mutex;
 
-/// The pool whose threads are the workers, while accounting is on.
+/// What the names of the threads counted as workers start with (before
+/// their index), while accounting is on.
 static ACCOUNTED_POOL: Mutex<Option<String>> = Mutex::new(None);
 
 /// The kernel keeps at most this many bytes of a thread's name.
@@ -47,8 +48,37 @@ const NAME_BYTES: usize = 15;
 /// with `None`. It holds for the whole process: with it on, every
 /// [`RunResult`](super::RunResult) of a trace run carries the [`CpuUse`]
 /// of its timed region.
+///
+/// That pool's threads are found by the engine's default names
+/// (`depengine-<pool>-<index>`); for an engine built with another
+/// [`EngineBuilder::thread_name_prefix`](crate::EngineBuilder::thread_name_prefix),
+/// or to tell two engines apart, use [`account_cpu_threads`].
 pub fn account_cpu(pool: Option<&str>) {
-    *ACCOUNTED_POOL.lock() = pool.map(str::to_owned);
+    account_cpu_threads(
+        pool.map(|p| format!("{}-{p}-", crate::DEFAULT_THREAD_NAME_PREFIX))
+            .as_deref(),
+    );
+}
+
+/// Turns CPU accounting on, as [`account_cpu`] does, for the threads
+/// whose names are `prefix` followed by an index (as the kernel keeps
+/// them: the first 15 bytes), such as `"depengine-cpu-"`, or off with
+/// `None`. An engine's are
+/// `format!("{}-{pool}-", engine.thread_name_prefix())`.
+///
+/// # Examples
+///
+/// ```
+/// use depengine::bench::account_cpu_threads;
+/// use depengine::Engine;
+/// let engine = Engine::builder().cpu_workers(2).thread_name_prefix("mine").build().unwrap();
+/// let pool = &engine.pools()[0].0;
+/// account_cpu_threads(Some(&format!("{}-{pool}-", engine.thread_name_prefix())));
+/// // ... timed trace runs ...
+/// account_cpu_threads(None);
+/// ```
+pub fn account_cpu_threads(prefix: Option<&str>) {
+    *ACCOUNTED_POOL.lock() = prefix.map(str::to_owned);
 }
 
 /// Whether this system has the per-thread clocks that accounting reads;
@@ -242,19 +272,18 @@ fn read_thread(tid: u32, worker: bool) -> Option<ThreadTimes> {
     })
 }
 
-/// Whether a thread named `name` (as the kernel keeps it) is a worker of
-/// the pool `pool`: the engine names them `depengine-<pool>-<index>`, and
-/// the kernel keeps the first 15 bytes.
-fn is_pool_thread(name: &str, pool: &str) -> bool {
-    if pool.is_empty() {
+/// Whether a thread named `name` (as the kernel keeps it) is one of the
+/// threads named `prefix` then an index (an engine names its workers
+/// `<prefix>-<pool>-<index>`), the kernel keeping the first 15 bytes.
+fn is_pool_thread(name: &str, prefix: &str) -> bool {
+    if prefix.is_empty() {
         return false;
     }
-    let prefix = format!("depengine-{pool}-");
     if prefix.len() >= NAME_BYTES {
         // The index is cut off: every thread of the pool has this name.
         return prefix.as_bytes().get(..NAME_BYTES) == Some(name.as_bytes());
     }
-    name.strip_prefix(&prefix)
+    name.strip_prefix(prefix)
         .is_some_and(|index| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
 }
 
@@ -340,19 +369,27 @@ mod tests {
 
     #[test]
     fn pool_threads_are_known_by_their_names_cut_to_fifteen_bytes() {
-        assert!(is_pool_thread("depengine-cpu-0", "cpu"));
+        let cpu = "depengine-cpu-";
+        assert!(is_pool_thread("depengine-cpu-0", cpu));
         // "depengine-cpu-12" cut to 15 bytes.
-        assert!(is_pool_thread("depengine-cpu-1", "cpu"));
-        assert!(!is_pool_thread("depengine-cpu-", "cpu"));
+        assert!(is_pool_thread("depengine-cpu-1", cpu));
+        assert!(!is_pool_thread("depengine-cpu-", cpu));
         // "depengine-cpu-priority-0" and "depengine-cpu-copy-0", cut.
-        assert!(!is_pool_thread("depengine-cpu-p", "cpu"));
-        assert!(!is_pool_thread("depengine-cpu-c", "cpu"));
-        assert!(is_pool_thread("depengine-cpu-p", "cpu-priority"));
-        assert!(!is_pool_thread("depengine-cpu-c", "cpu-priority"));
+        assert!(!is_pool_thread("depengine-cpu-p", cpu));
+        assert!(!is_pool_thread("depengine-cpu-c", cpu));
+        assert!(is_pool_thread("depengine-cpu-p", "depengine-cpu-priority-"));
+        assert!(!is_pool_thread(
+            "depengine-cpu-c",
+            "depengine-cpu-priority-"
+        ));
         // "depengine-worker-3", cut: the pooled executor's workers.
-        assert!(is_pool_thread("depengine-worke", "worker"));
-        assert!(!is_pool_thread("depengine", "cpu"));
+        assert!(is_pool_thread("depengine-worke", "depengine-worker-"));
+        assert!(!is_pool_thread("depengine", cpu));
         assert!(!is_pool_thread("depengine-cpu-0", ""));
+        // Another engine's prefix: its own threads, not the default's.
+        assert!(is_pool_thread("b-cpu-3", "b-cpu-"));
+        assert!(!is_pool_thread("depengine-cpu-3", "b-cpu-"));
+        assert!(!is_pool_thread("b-cpu-3", cpu));
     }
 
     #[test]
@@ -410,6 +447,40 @@ mod tests {
     }
 
     #[test]
+    fn two_engines_in_one_process_are_told_apart_by_their_thread_names() {
+        if !cpu_accounting_supported() {
+            return;
+        }
+        let build = |prefix: &str, workers: usize| {
+            crate::Engine::builder()
+                .cpu_workers(workers)
+                .thread_name_prefix(prefix)
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (build("acct-a", 2), build("acct-b", 1));
+        for (engine, workers) in [(&a, 2), (&b, 1)] {
+            let prefix = format!("{}-{}-", engine.thread_name_prefix(), engine.pools()[0].0);
+            // A worker names its thread as it starts: wait (bounded) until
+            // every one has.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut found = 0;
+            while std::time::Instant::now() < deadline {
+                let before = CpuSnapshot::take(&prefix).unwrap();
+                found = before.until(&before.again().unwrap()).workers;
+                if found >= workers {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert_eq!(
+                found, workers,
+                "{prefix}: the other engine's threads counted?"
+            );
+        }
+    }
+
+    #[test]
     fn workers_are_the_pools_threads_alive_through_the_region() {
         if !cpu_accounting_supported() {
             return;
@@ -417,7 +488,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let worker = spinner("depengine-t-0", &stop);
         let other = spinner("depengine-u-0", &stop);
-        let before = CpuSnapshot::take("t").unwrap();
+        let before = CpuSnapshot::take("depengine-t-").unwrap();
         // Born after `before`: in one snapshot only, so not counted.
         let late = spinner("depengine-t-1", &stop);
         // Until both this thread and the worker have had CPU time.
@@ -451,7 +522,7 @@ mod tests {
                 .unwrap()
         };
         ready.wait();
-        let before = CpuSnapshot::take("v").unwrap();
+        let before = CpuSnapshot::take("depengine-v-").unwrap();
         go_tx.send(()).unwrap();
         // The worker blocks in its second `recv` within microseconds.
         let cpu = spin_until(&before, |cpu| cpu.worker_sleeps > 0);
@@ -475,7 +546,7 @@ mod tests {
             .linger(std::time::Duration::ZERO)
             .build()
             .unwrap();
-        let pool = engine.pools()[0].0.clone();
+        let pool = format!("{}-{}-", engine.thread_name_prefix(), engine.pools()[0].0);
         let v = engine.new_var();
         let push = || {
             engine

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use crate::{Engine, EngineError};
 
-pub use cpu::{account_cpu, cpu_accounting_supported, CpuUse};
+pub use cpu::{account_cpu, account_cpu_threads, cpu_accounting_supported, CpuUse};
 pub use ideal::{ideal_schedule, IdealSchedule};
 pub use run::{
     busy, roundtrip, run_trace, run_trace_batched, run_trace_pushers, run_trace_replay,

@@ -108,8 +108,8 @@ pub use batch::Batch;
 pub(crate) use builder::EngineConfig;
 pub use builder::{
     EngineBuilder, EngineKind, DEFAULT_LEAD_PER_WORKER, DEFAULT_POOLED_OP_BLOCKS,
-    DEFAULT_POOLED_QUEUE_ENTRIES, ENV_COPY_WORKERS, ENV_CPU_PRIORITY_WORKERS, ENV_CPU_WORKERS,
-    ENV_ENGINE_TYPE,
+    DEFAULT_POOLED_QUEUE_ENTRIES, DEFAULT_THREAD_NAME_PREFIX, ENV_COPY_WORKERS,
+    ENV_CPU_PRIORITY_WORKERS, ENV_CPU_WORKERS, ENV_ENGINE_TYPE,
 };
 pub use completion::Completion;
 pub use diagnostics::{PendingOp, PendingReport, VarReport};
@@ -217,6 +217,13 @@ impl Engine {
     /// The executor kind.
     pub fn kind(&self) -> EngineKind {
         self.core().config.kind
+    }
+
+    /// What this engine's worker threads' names start with: a worker is
+    /// named `<prefix>-<pool>-<index>`
+    /// ([`EngineBuilder::thread_name_prefix`]).
+    pub fn thread_name_prefix(&self) -> &str {
+        &self.core().config.thread_name_prefix
     }
 
     /// Worker pools and their thread counts, e.g. `[("cpu", 2), ...]`.

@@ -10,9 +10,15 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
 use depengine::bench::{
-    account_cpu, cpu_accounting_supported, ideal_schedule, quantile, Spec, Summary, Workload,
+    account_cpu_threads, cpu_accounting_supported, ideal_schedule, quantile, Spec, Summary,
+    Workload,
 };
 use depengine::{EngineKind, ReplayHelpers};
+
+/// What the names of `--versus`'s second engine's worker threads start
+/// with (the first keeps the library's `depengine`): short, so that the
+/// kernel's 15 bytes keep the index.
+const VERSUS_THREADS: &str = "versus";
 
 mod side;
 
@@ -167,7 +173,8 @@ pub(crate) struct BenchArgs {
     /// op (each worker's sleep is a wake-up another thread paid for);
     /// `pusher_wakes`, the sleeping workers the pushing thread woke, per
     /// op (the engine counts them). Medians over the runs. Not for
-    /// roundtrip.
+    /// roundtrip. With --versus, on both lines, each side's own workers
+    /// counted (the second engine's threads are named `versus-...`).
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
     cpu_time: bool,
     /// Print what an engine with no overhead would do on `--workers`
@@ -188,8 +195,9 @@ pub(crate) struct BenchArgs {
     /// was faster, and the sign test of that count (`sign_p`: the chance
     /// of a split that uneven between two equals). Runs milliseconds apart
     /// see the same state of the machine, where separate processes see
-    /// its drift. FLAGS may not change the workload or the number of runs.
-    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["dump_trace", "ideal", "cpu_time"])]
+    /// its drift. FLAGS may not change the workload or the number of runs;
+    /// --cpu-time goes outside FLAGS and applies to both.
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["dump_trace", "ideal"])]
     versus: Option<String>,
 }
 
@@ -267,8 +275,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         _ => Some(spec.try_trace()?),
     };
     let total_ops = trace.as_ref().map_or(ops, |t| t.ops.len());
-    let mut first = Side::new(&args, trace.as_ref())?;
-    account_cpu(args.cpu_time.then(|| first.pool()).as_deref());
+    let mut first = Side::new(&args, trace.as_ref(), depengine::DEFAULT_THREAD_NAME_PREFIX)?;
+    let a_threads = args.cpu_time.then(|| first.cpu_threads());
+    account_cpu_threads(a_threads.as_deref());
     let Some(b_args) = versus else {
         first.warm_up(&args, ops, trace.as_ref())?;
         for _ in 0..args.runs {
@@ -277,7 +286,10 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         println!("{}", first.finish(&args, total_ops)?);
         return Ok(());
     };
-    let mut second = Side::new(&b_args, trace.as_ref())?;
+    // The second engine's threads named apart, so that `--cpu-time`
+    // counts each side's own workers.
+    let mut second = Side::new(&b_args, trace.as_ref(), VERSUS_THREADS)?;
+    let b_threads = args.cpu_time.then(|| second.cpu_threads());
     if second.system == first.system && second.workers == first.workers {
         second.system += "-b";
     }
@@ -288,12 +300,14 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         // Each side goes first in every other round, so that what the
         // first run of a round pays for (the other side's workers going to
         // sleep, caches the other side filled) falls on both alike.
-        if first_goes_first(round) {
-            a_ns.push(first.timed_run(&args, ops, trace.as_ref())?);
-            b_ns.push(second.timed_run(&b_args, ops, trace.as_ref())?);
-        } else {
-            b_ns.push(second.timed_run(&b_args, ops, trace.as_ref())?);
-            a_ns.push(first.timed_run(&args, ops, trace.as_ref())?);
+        for a_turn in [first_goes_first(round), !first_goes_first(round)] {
+            if a_turn {
+                account_cpu_threads(a_threads.as_deref());
+                a_ns.push(first.timed_run(&args, ops, trace.as_ref())?);
+            } else {
+                account_cpu_threads(b_threads.as_deref());
+                b_ns.push(second.timed_run(&b_args, ops, trace.as_ref())?);
+            }
         }
     }
     let (a_system, a_workers) = (first.system.clone(), first.workers);
@@ -381,9 +395,11 @@ fn versus_args(args: &BenchArgs, flags: &str) -> Result<BenchArgs, Box<dyn std::
         .split_whitespace()
         .find_map(|t| alone.into_iter().find(|f| t.split('=').next() == Some(f)))
     {
-        return Err(format!(
-            "--versus {flags:?}: {flag} is not for one side of a pair; run it without --versus"
-        )
+        return Err(if flag == "--cpu-time" {
+            format!("--versus {flags:?}: --cpu-time is for both sides of a pair; give it outside --versus")
+        } else {
+            format!("--versus {flags:?}: {flag} is not for one side of a pair; run it without --versus")
+        }
         .into());
     }
     let mut argv: Vec<OsString> = vec!["bench".into()];

@@ -340,7 +340,8 @@ pub(crate) struct WorkerPool {
 }
 
 impl WorkerPool {
-    /// Starts `workers` threads named `<name>-<i>`.
+    /// Starts `workers` threads named `<prefix>-<name>-<i>`
+    /// (`EngineBuilder::thread_name_prefix`).
     pub(crate) fn start(
         core: &Arc<Core>,
         name: &str,
@@ -361,7 +362,7 @@ impl WorkerPool {
             threads: Mutex::new(Vec::with_capacity(workers)),
         };
         for (index, local) in locals.into_iter().enumerate() {
-            let thread_name = format!("depengine-{name}-{index}");
+            let thread_name = format!("{}-{name}-{index}", core.config.thread_name_prefix);
             let core = core.clone();
             let shared = shared.clone();
             match thread::spawn_named(thread_name.clone(), move || {

@@ -43,13 +43,15 @@ struct Samples {
 }
 
 impl Side {
-    /// Builds the engine `args` describe and, with `--replay`, captures
+    /// Builds the engine `args` describe, its worker threads' names
+    /// starting with `thread_prefix`, and, with `--replay`, captures
     /// `trace` for it (not timed).
     pub(super) fn new(
         args: &BenchArgs,
         trace: Option<&Trace>,
+        thread_prefix: &str,
     ) -> Result<Side, Box<dyn std::error::Error>> {
-        let engine = build_engine(args)?;
+        let engine = build_engine(args, thread_prefix)?;
         // The naive executor runs every op on the thread that makes it
         // ready, and a serial scope on the thread that pushes it: the
         // pushing thread is the one worker.
@@ -83,13 +85,16 @@ impl Side {
         })
     }
 
-    /// The name of the first pool, whose workers run the bench's ops.
-    pub(super) fn pool(&self) -> String {
-        self.engine
+    /// What the names of the first pool's worker threads start with,
+    /// before their index: the threads `--cpu-time` counts as workers.
+    pub(super) fn cpu_threads(&self) -> String {
+        let pool = self
+            .engine
             .pools()
             .first()
             .map(|p| p.0.clone())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        format!("{}-{pool}-", self.engine.thread_name_prefix())
     }
 
     /// One run that is not recorded: it allocates the blocks, queues and
@@ -217,8 +222,9 @@ impl Side {
     }
 }
 
-fn build_engine(args: &BenchArgs) -> Result<Engine, depengine::BuildError> {
+fn build_engine(args: &BenchArgs, thread_prefix: &str) -> Result<Engine, depengine::BuildError> {
     let mut builder = Engine::builder()
+        .thread_name_prefix(thread_prefix)
         .kind(args.engine)
         .cpu_workers(args.workers)
         .help_while_waiting(args.help_wait)
