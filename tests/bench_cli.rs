@@ -418,21 +418,25 @@ fn stream_runs_report_their_system_and_refuse_priority_and_roundtrip() {
     assert!(err.contains("--stream") || err.contains("--batch"), "{err}");
 }
 
+/// 2,000 ops of 10 µs on one var at 2 workers, two runs, with
+/// `--cpu-time`: 20 ms of bodies on the pool's workers.
+const CHAIN_CPU_TIME: [&str; 11] = [
+    "--workload",
+    "chain",
+    "--ops",
+    "2000",
+    "--body-us",
+    "10",
+    "--workers",
+    "2",
+    "--runs",
+    "2",
+    "--cpu-time",
+];
+
 #[test]
 fn cpu_time_reports_the_threads_shares_and_refuses_roundtrip() {
-    let line = result_line(&[
-        "--workload",
-        "chain",
-        "--ops",
-        "2000",
-        "--body-us",
-        "10",
-        "--workers",
-        "2",
-        "--runs",
-        "2",
-        "--cpu-time",
-    ]);
+    let line = result_line(&CHAIN_CPU_TIME);
     let share = |key| -> f64 { field(&line, key).parse().unwrap() };
     // The 20 ms of bodies ran on the pool's workers, so they were found
     // and had CPU time; a share is of the run's time × those workers, and
@@ -596,21 +600,7 @@ fn versus_refuses_a_second_side_that_runs_something_else() {
 
 #[test]
 fn cpu_time_with_versus_reports_each_sides_threads() {
-    let out = depengine(&[
-        "--workload",
-        "chain",
-        "--ops",
-        "2000",
-        "--body-us",
-        "10",
-        "--workers",
-        "2",
-        "--runs",
-        "2",
-        "--cpu-time",
-        "--versus",
-        "--workers 1",
-    ]);
+    let out = depengine(&[&CHAIN_CPU_TIME[..], &["--versus", "--workers 1"]].concat());
     assert!(
         out.status.success(),
         "{}",

@@ -900,48 +900,29 @@ mod tests {
                 .thread_name_prefix(bad)
                 .build()
                 .unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    BuildError::BadSetting {
-                        setting: "thread_name_prefix",
-                        ..
-                    }
-                ),
-                "{err}"
-            );
-            assert!(err.to_string().contains("thread_name_prefix"), "{err}");
+            assert_bad_setting(&err, "thread_name_prefix");
         }
+    }
+
+    /// `err` is a [`BuildError::BadSetting`] of `setting`, whose message
+    /// names it.
+    fn assert_bad_setting(err: &BuildError, setting: &str) {
+        assert!(
+            matches!(err, BuildError::BadSetting { setting: s, .. } if *s == setting),
+            "{err}"
+        );
+        assert!(err.to_string().contains(setting), "{err}");
     }
 
     #[test]
     fn no_searcher_and_a_linger_past_a_second_are_errors_naming_the_setting() {
         let err = EngineBuilder::new().max_searching(0).build().unwrap_err();
-        assert!(
-            matches!(
-                err,
-                BuildError::BadSetting {
-                    setting: "max_searching",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert!(err.to_string().contains("max_searching"), "{err}");
+        assert_bad_setting(&err, "max_searching");
         let err = EngineBuilder::new()
             .linger(Duration::from_millis(1500))
             .build()
             .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                BuildError::BadSetting {
-                    setting: "linger",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_bad_setting(&err, "linger");
         assert!(err.to_string().contains("1.5s"), "{err}");
         // The bound itself is accepted.
         assert!(EngineBuilder::new().linger(MAX_LINGER).resolve().is_ok());
