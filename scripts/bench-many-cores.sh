@@ -33,8 +33,9 @@
 #                  workers, in that order (300 s, its deadline)
 #     smallgraphs  graphs of 100 to 2,500 empty nodes at 8 and 16
 #                  workers: the replay with each helper setting
-#                  (--replay-helpers all, adaptive, one) against oneTBB
-#                  and rayon, 41 runs a line, two rounds (~10 s)
+#                  (--replay-helpers all, adaptive, one, and adaptive
+#                  after 300 warm-up runs) against oneTBB and rayon, 41
+#                  runs a line, two rounds (~15 s)
 #     pairs        runtime settings against the defaults in one process
 #                  (depengine bench --versus, 16 alternating rounds, a
 #                  sign test each) at 16 and 8 workers: the defaults
@@ -212,13 +213,16 @@ plan_granularity() {
 
 # Small graphs, where a run is tens of µs and a helper started may cost
 # more than it brings: the replay's three helper settings (a bundle of
-# e39b515 or later) beside the peers handed the same graph.
+# e39b515 or later) beside the peers handed the same graph, and the
+# adaptive one after 300 runs (`rwarm`), past the 257 after which a
+# 16-worker pool tries one helper on runs of up to 3 ms.
 plan_smallgraphs() {
   run_peers smallgraphs DEADLINE=120 WORKERS="$(workers 16 8)" BODIES=0 \
     WORKLOADS="wavefront random fan" WAVE="10 30 50" OPS=2000 FAN_ROUNDS=20 \
     RUNS=41 ROUNDS=2 \
     TUNE_rall="--replay --replay-helpers all" TUNE_rone="--replay --replay-helpers one" \
-    SYSTEMS="depengine-tune-rall depengine-replay depengine-tune-rone tbb-flow rayon"
+    TUNE_rwarm="--replay --warm-up 300" \
+    SYSTEMS="depengine-tune-rall depengine-replay depengine-tune-rwarm depengine-tune-rone tbb-flow rayon"
 }
 
 plan_profiles() {

@@ -162,7 +162,7 @@ out=$(DRY=1 BUNDLE=$FB OUT=$mc-dry scripts/bench-many-cores.sh peers 2>&1) || fa
 grep -q '^WORKERS=2 .*OPS=2000$' "$mc-dry"/peers-results-*.txt || fail "DRY=1 did not shrink: $(cat "$mc-dry"/peers-results-*.txt)"
 # Small graphs: small sizes of their own, the replay's three settings.
 out=$(BUNDLE=$FB OUT=$mc-small scripts/bench-many-cores.sh smallgraphs 2>&1) || fail "smallgraphs failed:"$'\n'"$out"
-grep -q '^WORKERS=16 8 SYSTEMS=depengine-tune-rall depengine-replay depengine-tune-rone tbb-flow rayon TUNE_old= TUNE_full= OPS=2000$' \
+grep -q '^WORKERS=16 8 SYSTEMS=depengine-tune-rall depengine-replay depengine-tune-rwarm depengine-tune-rone tbb-flow rayon TUNE_old= TUNE_full= OPS=2000$' \
   "$mc-small"/smallgraphs-results-*.txt || fail "smallgraphs ran with other settings: $(cat "$mc-small"/smallgraphs-results-*.txt)"
 # A plan that fails: said, the next one still runs, the status is 1.
 if out=$(FAIL_ON=tune-ks BUNDLE=$FB OUT=$mc-fail scripts/bench-many-cores.sh wake ring 2>&1); then

@@ -319,6 +319,38 @@ fn search_settings_name_their_system_and_bad_ones_are_refused() {
 }
 
 #[test]
+fn warm_up_runs_name_their_system_and_are_the_same_on_both_sides_of_a_pair() {
+    let run = |extra: &[&str]| {
+        let base = ["--workload", "wavefront", "--n", "20", "--workers", "2"];
+        result_line(&[&base[..], &["--runs", "1", "--replay"], extra].concat())
+    };
+    assert_eq!(field(&run(&[]), "system"), "depengine-per-device-replay");
+    assert_eq!(
+        field(&run(&["--warm-up", "1"]), "system"),
+        "depengine-per-device-replay"
+    );
+    for n in ["0", "40"] {
+        let line = run(&["--warm-up", n]);
+        assert_eq!(
+            field(&line, "system"),
+            format!("depengine-per-device-replay-warm{n}")
+        );
+        assert_eq!(field(&line, "ops"), "400");
+    }
+    let err = refused(&[
+        "--workload",
+        "indep",
+        "--ops",
+        "10",
+        "--versus",
+        "--warm-up 3",
+    ]);
+    assert!(err.contains("changes --warm-up"), "{err}");
+    refused(&["--workload", "indep", "--warm-up", "3", "--ideal"]);
+    refused(&["--workload", "indep", "--warm-up", "-1"]);
+}
+
+#[test]
 fn replay_runs_name_their_system_and_refuse_priority_and_roundtrip() {
     let line = result_line(&[
         "--workload",

@@ -52,9 +52,17 @@ pub(crate) struct BenchArgs {
     /// default; 0: one var per op for indep, as the peer comparison runs it).
     #[arg(long, default_value_t = 1024)]
     vars: usize,
-    /// Timed runs after one warm-up run; the median is reported.
+    /// Timed runs after the warm-up runs; the median is reported.
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Runs before the timed ones, not recorded (default 1: it allocates
+    /// the op blocks, queues and countdowns the timed runs reuse). More
+    /// let what adapts settle first: a replay's helpers try a single
+    /// helper on a graph whose runs take long only after many runs
+    /// (`ReplayHelpers::Adaptive`). Other than 1, the line's system gets
+    /// `-warm<N>`.
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with_all = ["dump_trace", "ideal"])]
+    warm_up: usize,
     /// The pushing thread runs ready ops while it waits for all
     /// (`EngineBuilder::help_while_waiting`). It then counts as one of the
     /// threads: the line reports `workers` = CPU workers + 1 and computes
@@ -187,15 +195,16 @@ pub(crate) struct BenchArgs {
     dump_trace: Option<PathBuf>,
     /// Run a second engine beside the first in the same process: this
     /// command's flags with FLAGS after them (a flag given twice keeps its
-    /// last value), e.g. `--versus "--linger-us 0"`. After one warm-up
-    /// run each, the two alternate for `--runs` rounds, each going first in
+    /// last value), e.g. `--versus "--linger-us 0"`. After the warm-up
+    /// runs of each, the two alternate for `--runs` rounds, each going first in
     /// every other round; both result lines are printed, then a `paired`
     /// line: the median, quartiles, min and max over the rounds of the
     /// second's ns per op over the first's, in how many rounds the second
     /// was faster, and the sign test of that count (`sign_p`: the chance
     /// of a split that uneven between two equals). Runs milliseconds apart
     /// see the same state of the machine, where separate processes see
-    /// its drift. FLAGS may not change the workload or the number of runs;
+    /// its drift. FLAGS may not change the workload or the number of runs
+    /// or warm-up runs;
     /// --cpu-time goes outside FLAGS and applies to both.
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true, conflicts_with_all = ["dump_trace", "ideal"])]
     versus: Option<String>,
@@ -426,6 +435,7 @@ fn versus_args(args: &BenchArgs, flags: &str) -> Result<BenchArgs, Box<dyn std::
         ("--body-us", b.body_us.to_bits() == args.body_us.to_bits()),
         ("--vars", b.vars == args.vars),
         ("--runs", b.runs == args.runs),
+        ("--warm-up", b.warm_up == args.warm_up),
     ];
     if let Some((flag, _)) = kept.iter().find(|(_, same)| !same) {
         return Err(format!(

@@ -97,20 +97,22 @@ impl Side {
         format!("{}-{pool}-", self.engine.thread_name_prefix())
     }
 
-    /// One run that is not recorded: it allocates the blocks, queues and
-    /// countdowns the timed runs reuse.
+    /// The `--warm-up` runs, not recorded: the first allocates the
+    /// blocks, queues and countdowns the timed runs reuse.
     pub(super) fn warm_up(
         &mut self,
         args: &BenchArgs,
         ops: usize,
         trace: Option<&Trace>,
     ) -> Result<(), Box<dyn std::error::Error>> {
-        match trace {
-            None => {
-                roundtrip(&self.engine, ops.min(10_000), body_ns(args), None)?;
-            }
-            Some(trace) => {
-                self.run_trace(args, trace)?;
+        for _ in 0..args.warm_up {
+            match trace {
+                None => {
+                    roundtrip(&self.engine, ops.min(10_000), body_ns(args), None)?;
+                }
+                Some(trace) => {
+                    self.run_trace(args, trace)?;
+                }
             }
         }
         Ok(())
@@ -319,6 +321,9 @@ fn system_name(args: &BenchArgs) -> String {
         Some(true) => system += "-afence",
         Some(false) => system += "-fullfence",
         None => {}
+    }
+    if args.warm_up != 1 {
+        system += &format!("-warm{}", args.warm_up);
     }
     system
 }
