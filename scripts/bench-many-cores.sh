@@ -40,13 +40,13 @@
 #                  (depengine bench --versus, 16 alternating rounds, a
 #                  sign test each) at 16 and 8 workers: the defaults
 #                  before these (--pusher-queues-up-to 2
-#                  --asymmetric-fence off), the full fence
-#                  (--asymmetric-fence off), every worker searching
-#                  (--max-searching 16), a stream, and 4 pushing threads
-#                  on indep; empty and 1 µs indep, 1 µs wavefront and
-#                  random (~170 s)
+#                  --asymmetric-fence off), every worker searching
+#                  (--max-searching 16), the pushes dealt to a ring per
+#                  worker (--deal-pushes), both, a stream, and 4 pushing
+#                  threads on indep; empty and 1 µs indep, 1 µs
+#                  wavefront and random (~220 s)
 #     first        pairs, granularity, then smallgraphs: one call of
-#                  about 250 s
+#                  about 300 s
 #     second       ring, then wake: one call of about 120 s
 #     third        profiles, then peers: one call of about 320 s
 # (The times are those of a 16-core machine on 2026-11-30, a bundle of
@@ -171,8 +171,8 @@ plan_pairs() {
   for w in $(workers 16 8); do
     for row in "indep --vars 0 --body-us 0" "indep --vars 0 --body-us 1" \
       "wavefront --n $WAVE --body-us 1" "random --body-us 1"; do
-      for v in "$BEFORE" "--asymmetric-fence off" "--max-searching 16" \
-        "--stream" "--pushers 4"; do
+      for v in "$BEFORE" "--max-searching 16" "--deal-pushes" \
+        "--deal-pushes --max-searching 16" "--stream" "--pushers 4"; do
         [[ $v == --pushers* && $row != indep* ]] && continue
         # shellcheck disable=SC2086
         timeout "$((TIMEOUT * 4))" "$BUNDLE/depengine" bench --workload $row --ops "$OPS" \

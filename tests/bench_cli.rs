@@ -272,12 +272,14 @@ fn search_settings_name_their_system_and_bad_ones_are_refused() {
         "--keep-one-searching",
         "--pusher-queues-up-to",
         "4",
+        "--deal-pushes",
     ]);
     assert_eq!(
         field(&line, "system"),
-        "depengine-per-device-search2-lingerpush-keepsearch-pq4"
+        "depengine-per-device-search2-lingerpush-keepsearch-pq4-deal"
     );
     assert_eq!(field(&line, "ops"), "2000");
+    refused(&["--workload", "indep", "--deal-pushes", "--ideal"]);
     let err = refused(&["--workload", "indep", "--ops", "10", "--max-searching", "0"]);
     assert!(err.contains("max_searching"), "{err}");
     let err = refused(&[

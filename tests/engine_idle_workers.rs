@@ -245,3 +245,34 @@ fn with_the_sleep_fence_split_every_op_still_reaches_a_worker() {
         long_write_then_readers(engine);
     }
 }
+
+/// Dealing (`deal_pushes`): each op a pushing thread makes ready goes to
+/// the ring of one worker in turn, which may be asleep or busy with the
+/// long write. The lone pushes must still each start (another worker
+/// looks in every ring once its back-off is spent, and a worker going to
+/// sleep checks them all), with the linger and without, one searcher or
+/// the default half, and the readers of every round must still run.
+#[test]
+fn dealt_ops_reach_a_worker_whichever_ring_they_are_dealt_to() {
+    for (kind, workers, linger, searchers) in [
+        (EngineKind::PerDevice, 2, None, None),
+        (EngineKind::PerDevice, 4, Some(Duration::ZERO), None),
+        (EngineKind::PerDevice, 4, None, Some(1)),
+        (EngineKind::Pooled, 3, None, None),
+        (EngineKind::PerDevice, 8, Some(Duration::ZERO), None),
+    ] {
+        eprintln!("{kind}, {workers} workers, linger {linger:?}, searchers {searchers:?}");
+        let mut builder = Engine::builder()
+            .kind(kind)
+            .cpu_workers(workers)
+            .deal_pushes(true);
+        if let Some(l) = linger {
+            builder = builder.linger(l);
+        }
+        if let Some(n) = searchers {
+            builder = builder.max_searching(n);
+        }
+        let engine = lone_pushes_each_start(builder.build().unwrap(), 2_000);
+        long_write_then_readers(engine);
+    }
+}

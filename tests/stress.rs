@@ -45,6 +45,9 @@ struct Variant {
     /// The pools' sleep fence split (`asymmetric_wake_fence`); the test
     /// is skipped where the system has no barrier for it.
     asymmetric_fence: bool,
+    /// Each pushing thread deals the ops ready at its push to a ring per
+    /// worker (`deal_pushes`).
+    dealing: bool,
 }
 
 type BoxedBody = Box<dyn FnOnce(&OpCtx<'_>) -> OpResult + Send>;
@@ -70,6 +73,7 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
         keeping_one_searching,
         no_pusher_queues,
         asymmetric_fence,
+        dealing,
     } = variant;
     let mut builder = Engine::builder()
         .kind(kind)
@@ -90,6 +94,9 @@ fn stress_variant(kind: EngineKind, workers: usize, variant: Variant) {
     }
     if asymmetric_fence {
         builder = builder.asymmetric_wake_fence(true);
+    }
+    if dealing {
+        builder = builder.deal_pushes(true);
     }
     let engine = match builder.build() {
         Ok(engine) => engine,
@@ -343,6 +350,35 @@ fn stress_per_device_4_with_pusher_queues_and_the_sleep_fence_split() {
         4,
         Variant {
             asymmetric_fence: true,
+            ..Variant::default()
+        },
+    );
+}
+
+#[test]
+fn stress_per_device_4_dealing() {
+    stress_variant(
+        EngineKind::PerDevice,
+        4,
+        Variant {
+            dealing: true,
+            ..Variant::default()
+        },
+    );
+}
+
+/// Dealing in a pool of 8 with its other defaults (the sleep fence split
+/// where the system has the barrier), batched pushes and pushers that
+/// help while they wait, which take ops from every worker's ring.
+#[test]
+fn stress_pooled_8_batched_helping_dealing() {
+    stress_variant(
+        EngineKind::Pooled,
+        8,
+        Variant {
+            batched: true,
+            helping: true,
+            dealing: true,
             ..Variant::default()
         },
     );

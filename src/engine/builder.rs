@@ -128,6 +128,7 @@ pub struct EngineBuilder {
     linger_through_pushes: bool,
     keep_one_searching: bool,
     pusher_queues_up_to: Option<usize>,
+    deal_pushes: bool,
     asymmetric_wake_fence: Option<bool>,
     thread_name_prefix: Option<String>,
 }
@@ -662,6 +663,41 @@ impl EngineBuilder {
         self
     }
 
+    /// Makes each pushing thread's queue (see
+    /// [`EngineBuilder::pusher_queues_up_to`]) a ring per worker, to which
+    /// the thread deals the ops ready at its push in turn, instead of one
+    /// ring that every worker takes from. Off by default: a setting to
+    /// measure on many cores, not yet measured there.
+    ///
+    /// Why it might pay: with one ring, every searching worker reads the
+    /// lines each push writes, and at 16 workers on 16 cores a push of an
+    /// op with a 1 µs body took 415–470 ns where the pool could run one
+    /// every 62 ns (`BENCHMARKS.md`, "The ring and the split fence on 16
+    /// cores"). Dealt, each ring's lines have one reader while the pool
+    /// keeps up. A worker looks in the other workers' rings now and then
+    /// while it searches and at every look once its back-off is spent, so
+    /// an op dealt to a busy or sleeping worker waits for a search to
+    /// reach it; with fewer workers searching than the pool has
+    /// ([`EngineBuilder::max_searching`]) that wait is the cost to weigh.
+    /// Pools that give pushing threads no queue are not affected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use depengine::{Engine, OpDesc};
+    /// let engine = Engine::builder().cpu_workers(4).deal_pushes(true).build().unwrap();
+    /// let vars: Vec<_> = (0..1000).map(|_| engine.new_var()).collect();
+    /// for v in &vars {
+    ///     engine.push(OpDesc::new("fill").writes(v), |_| Ok(())).unwrap();
+    /// }
+    /// engine.wait_for_all().unwrap();
+    /// assert!(vars.iter().all(|v| v.version() == 1));
+    /// ```
+    pub fn deal_pushes(mut self, on: bool) -> Self {
+        self.deal_pushes = on;
+        self
+    }
+
     /// Fills the settings still unset from the process environment.
     ///
     /// # Errors
@@ -815,6 +851,7 @@ impl EngineBuilder {
                 pusher_queues_up_to: self
                     .pusher_queues_up_to
                     .unwrap_or(DEFAULT_PUSHER_QUEUES_UP_TO),
+                deal_pushes: self.deal_pushes,
                 wake_fence,
             },
             thread_name_prefix,
@@ -848,6 +885,7 @@ mod tests {
             .linger_through_pushes(true)
             .keep_one_searching(true)
             .pusher_queues_up_to(16)
+            .deal_pushes(true)
             .resolve()
             .unwrap();
         assert_eq!(
@@ -858,6 +896,7 @@ mod tests {
                 linger_through_pushes: true,
                 keep_one_searching: true,
                 pusher_queues_up_to: 16,
+                deal_pushes: true,
                 wake_fence: WakeFence::Auto,
             }
         );

@@ -160,6 +160,11 @@ pub(crate) struct BenchArgs {
     /// `-pq<N>`.
     #[arg(long, value_name = "N", conflicts_with_all = ["dump_trace", "ideal"])]
     pusher_queues_up_to: Option<usize>,
+    /// Makes each pushing thread's queue a ring per worker, dealt to in
+    /// turn (`EngineBuilder::deal_pushes`). The line's system gets
+    /// `-deal`.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
+    deal_pushes: bool,
     /// Splits the pools' sleep fence (on, the value when none is given)
     /// or keeps it whole (off) in every pool: a compiler fence after each
     /// op queued, a process-wide barrier (Linux's membarrier) at each

@@ -116,7 +116,12 @@ impl PoolShared {
             // Pools up to the setting's size give pushing threads queues
             // of their own (`pusher_queues.rs`, which says why); larger
             // ones take every push on the injector.
-            pushers: PusherQueues::new(workers <= search.pusher_queues_up_to, max_lead),
+            pushers: PusherQueues::new(
+                workers <= search.pusher_queues_up_to,
+                search.deal_pushes,
+                workers,
+                max_lead,
+            ),
             stealers: locals.iter().map(|w| w.stealer()).collect(),
             ahead: (0..workers)
                 .map(|_| CachePadded::new(Ahead::new()))
@@ -236,7 +241,13 @@ impl PoolShared {
         }
     }
 
-    fn find(&self, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
+    /// An op for worker `index`: from the heap's positive priorities, its
+    /// own deque, the pushing threads' queues, the injector, the other
+    /// workers' deques and held ops, then the heap's other priorities.
+    /// Where the pushing threads deal their ops to the workers
+    /// (`pusher_queues.rs`), `everywhere` says whether to look in the
+    /// other workers' rings too (see [`search`]).
+    fn find(&self, local: &Worker<OpPtr>, index: usize, everywhere: bool) -> Option<OpPtr> {
         if self.prio_len.load(Ordering::Acquire) > 0 {
             if let Some(op) = self.pop_prio(!self.by_priority) {
                 return Some(op);
@@ -245,7 +256,7 @@ impl PoolShared {
         if let Some(op) = local.pop() {
             return Some(op);
         }
-        if let Some(op) = self.pushers.steal_into(local) {
+        if let Some(op) = self.pushers.steal_into(local, index, everywhere) {
             return Some(op);
         }
         if let Some(op) = steal_settled(|| self.injector.steal_batch_and_pop(local)) {
@@ -417,7 +428,7 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
         let held = || shared.slot_allowed().then(|| ahead.take()).flatten();
         let op = match next.take().or_else(held) {
             Some(op) => op,
-            None => match shared.find(&local, index).or_else(|| ahead.take()) {
+            None => match shared.find(&local, index, false).or_else(|| ahead.take()) {
                 Some(op) => op,
                 None => {
                     // This thread's completions left the wake-up of a
@@ -450,6 +461,10 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
     }
 }
 
+/// Looks of a search per look in every worker's ring of a dealing pusher,
+/// while the back-off spins (`pusher_queues.rs`).
+const LOOKS_PER_SCAN: usize = 8;
+
 /// Spins for work, then sleeps; `None` when the worker found nothing after
 /// its sleep either (the caller loops).
 ///
@@ -463,8 +478,15 @@ fn search(core: &Core, shared: &PoolShared, local: &Worker<OpPtr>, index: usize)
     let mut backoff = Backoff::new();
     #[cfg(not(loom))]
     let mut linger = Linger::new(&shared.search);
+    let mut looks = 0usize;
     loop {
-        if let Some(op) = shared.find(local, index) {
+        // Where the pushing threads deal (`pusher_queues.rs`), the other
+        // workers' rings are looked in now and then while the back-off
+        // spins, and at every look past it: each look at them reads lines
+        // the pushes write, which dealing keeps to one reader.
+        let everywhere = looks % LOOKS_PER_SCAN == LOOKS_PER_SCAN - 1 || backoff.is_completed();
+        looks += 1;
+        if let Some(op) = shared.find(local, index, everywhere) {
             shared.sleep.stop_searching();
             shared.wake_another_if_more();
             return Some(op);
@@ -506,7 +528,7 @@ fn sleep_then_look(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> 
     shared.sleep.sleep(index, || {
         shared.has_work() || shared.shutdown.load(Ordering::SeqCst)
     });
-    let op = shared.find(local, index)?;
+    let op = shared.find(local, index, true)?;
     shared.wake_another_if_more();
     Some(op)
 }
@@ -610,17 +632,17 @@ mod tests {
     fn another_worker_steals_the_held_op_once_every_queue_is_empty() {
         let (blocks, shared, locals) = one_held(2);
         assert!(
-            shared.find(&locals[1], 1) == Some(op(&blocks, 1)),
+            shared.find(&locals[1], 1, true) == Some(op(&blocks, 1)),
             "the deque is stolen from first"
         );
         assert!(shared.has_work(), "a held op is work: nobody sleeps on it");
         assert!(
-            shared.find(&locals[1], 1) == Some(op(&blocks, 0)),
+            shared.find(&locals[1], 1, true) == Some(op(&blocks, 0)),
             "then the held op"
         );
         assert!(shared.ahead[0].take().is_none(), "taken once only");
         assert!(!shared.has_work());
-        assert!(shared.find(&locals[1], 1).is_none());
+        assert!(shared.find(&locals[1], 1, true).is_none());
     }
 
     #[test]

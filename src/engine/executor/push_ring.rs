@@ -196,13 +196,13 @@ impl Consumer {
 /// Ops for the tests and the loom model: the numbers 1, 2, 3, ... as
 /// block addresses, never dereferenced, only compared.
 #[cfg(test)]
-fn n(i: usize) -> OpPtr {
+pub(super) fn n(i: usize) -> OpPtr {
     op_of(ptr::without_provenance_mut(i))
 }
 
 /// The number an op of [`n`] stands for.
 #[cfg(test)]
-fn num(op: OpPtr) -> usize {
+pub(super) fn num(op: OpPtr) -> usize {
     op.0.as_ptr().addr()
 }
 

@@ -57,6 +57,24 @@
 //!   these queues too (`PoolShared::has_work`): the same two-fence
 //!   argument as for the injector (`sleep.rs`).
 //!
+//! # Dealing (`EngineBuilder::deal_pushes`, off by default)
+//!
+//! With one ring per pushing thread, every searching worker reads the
+//! lines each push writes (the ring's tail and slots): at 16 workers on
+//! 16 cores a push of an op with 1 µs body took 415–470 ns
+//! (`BENCHMARKS.md`, "The ring and the split fence on 16 cores"), where
+//! the pool could run one every 62 ns. Dealing gives a pushing thread one
+//! ring per worker and deals its ops to them in turn, so that each ring's
+//! lines are read by the one worker it is dealt to while the pool keeps
+//! up. A worker looks in its own rings first; the other workers' rings it
+//! looks in at every eighth look of a search, at every look once its
+//! back-off is spent, and after a sleep, so that an op dealt to a busy or
+//! sleeping worker is taken by another. The sleep protocol is unchanged:
+//! a worker going to sleep checks every ring (`PoolShared::has_work`).
+//! Each ring holds the queue's capacity split between the workers (at
+//! least [`MIN_DEALT_CAPACITY`]); a push that finds the ring of its turn
+//! full tries the next ones, then the injector.
+//!
 //! Under loom the pools keep to the injector (whose stand-in the models
 //! check): [`PusherQueues::push`] hands every op back.
 
@@ -78,6 +96,22 @@ const MIN_RING_CAPACITY: usize = 16_384;
 /// pool of 32 workers with the default lead fits.
 #[cfg(not(loom))]
 const MAX_RING_CAPACITY: usize = 1 << 17;
+
+/// Fewest ops one ring of a dealing pusher holds (see the module docs):
+/// a worker's share of the default lead (2,048) and a margin.
+#[cfg(not(loom))]
+const MIN_DEALT_CAPACITY: usize = 4096;
+
+/// Ops each of the `rings` rings of one pushing thread holds, for an
+/// engine whose lead is `max_lead`: the thread's queue
+/// ([`ring_capacity`]) split between them, at least
+/// [`MIN_DEALT_CAPACITY`] each.
+#[cfg(not(loom))]
+pub(crate) fn dealt_capacity(max_lead: usize, rings: usize) -> usize {
+    (ring_capacity(max_lead) / rings.max(1))
+        .next_power_of_two()
+        .max(MIN_DEALT_CAPACITY)
+}
 
 /// Ops the queues of a pool hold, for an engine whose pushing threads may
 /// keep `max_lead` ops pending (`EngineBuilder::max_lead`; 0: no limit).
@@ -112,7 +146,7 @@ mod imp {
     use crossbeam_deque::Worker;
 
     use super::super::push_ring::{ring, Consumer, Producer};
-    use super::{ring_capacity, OpPtr, QUEUES, REMEMBERED};
+    use super::{dealt_capacity, ring_capacity, OpPtr, QUEUES, REMEMBERED};
     use crate::sync::steal_settled;
     use crate::sync::unmodelled::{AtomicU64, AtomicUsize, Ordering};
 
@@ -121,15 +155,44 @@ mod imp {
     std::thread_local! {
         /// This thread's queues: (pool id, its queue, or `None` once the
         /// pool had none left for it).
-        static MINE: RefCell<Vec<(u64, Option<Producer>)>> = const { RefCell::new(Vec::new()) };
+        static MINE: RefCell<Vec<(u64, Option<Dealer>)>> = const { RefCell::new(Vec::new()) };
         /// Set on a pool's worker threads, which never use these queues.
         static IS_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// A pushing thread's queue for one pool: one ring, or one per worker
+    /// when the pool deals (see the module docs).
+    pub(crate) struct Dealer {
+        rings: Box<[Producer]>,
+        /// The ring the next push tries first.
+        turn: usize,
+    }
+
+    impl Dealer {
+        /// Queues `op` on the ring of its turn, or the next one with room;
+        /// hands it back when all are full.
+        #[inline(always)]
+        pub(crate) fn push(&mut self, mut op: OpPtr) -> Result<(), OpPtr> {
+            let n = self.rings.len();
+            if n == 1 {
+                return self.rings[0].push(op);
+            }
+            for _ in 0..n {
+                let t = self.turn;
+                self.turn = if t + 1 == n { 0 } else { t + 1 };
+                match self.rings[t].push(op) {
+                    Ok(()) => return Ok(()),
+                    Err(back) => op = back,
+                }
+            }
+            Err(op)
+        }
     }
 
     /// Pushes `op` on the thread's queue, or hands it back when the pool had
     /// none left for this thread.
     #[inline(always)]
-    fn push_or_hand_back(q: &mut Option<Producer>, op: OpPtr) -> Result<(), OpPtr> {
+    fn push_or_hand_back(q: &mut Option<Dealer>, op: OpPtr) -> Result<(), OpPtr> {
         match q {
             Some(q) => q.push(op),
             None => Err(op),
@@ -141,24 +204,40 @@ mod imp {
         id: u64,
         /// Queues this pool hands out: [`QUEUES`], or none.
         limit: usize,
-        /// Ops each queue holds ([`ring_capacity`]).
+        /// Rings per queue: one, or one per worker when the pool deals.
+        rings: usize,
+        /// Ops each ring holds ([`ring_capacity`], or [`dealt_capacity`]).
         capacity: usize,
         claimed: AtomicUsize,
-        slots: [OnceLock<Consumer>; QUEUES],
+        /// Each claimed queue's rings, a worker's at its index.
+        slots: [OnceLock<Box<[Consumer]>>; QUEUES],
     }
 
     impl PusherQueues {
-        /// The queues of a new pool of an engine with the lead
-        /// `max_lead`; with `enabled` false it hands none out, and every
-        /// push goes to the pool's injector.
-        pub(crate) fn new(enabled: bool, max_lead: usize) -> Self {
+        /// The queues of a new pool of `workers` workers of an engine with
+        /// the lead `max_lead`; with `enabled` false it hands none out,
+        /// and every push goes to the pool's injector. With `deal`, each
+        /// queue is a ring per worker (see the module docs).
+        pub(crate) fn new(enabled: bool, deal: bool, workers: usize, max_lead: usize) -> Self {
+            let rings = if deal { workers.max(1) } else { 1 };
             PusherQueues {
                 id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
                 limit: if enabled { QUEUES } else { 0 },
-                capacity: ring_capacity(max_lead),
+                rings,
+                capacity: if rings > 1 {
+                    dealt_capacity(max_lead, rings)
+                } else {
+                    ring_capacity(max_lead)
+                },
                 claimed: AtomicUsize::new(0),
                 slots: Default::default(),
             }
+        }
+
+        /// True when each pushing thread deals its ops to a ring per worker.
+        #[cfg(test)]
+        pub(crate) fn deals(&self) -> bool {
+            self.rings > 1
         }
 
         /// Marks the calling thread as a worker of some pool.
@@ -195,26 +274,58 @@ mod imp {
         }
 
         /// A queue of this pool for the calling thread, if one is left.
-        pub(super) fn claim(&self) -> Option<Producer> {
+        pub(super) fn claim(&self) -> Option<Dealer> {
             let i = self.claimed.fetch_add(1, Ordering::Relaxed);
             if i >= self.limit {
                 return None;
             }
-            let (producer, consumer) = ring(self.capacity);
+            let (producers, consumers): (Vec<_>, Vec<_>) =
+                (0..self.rings).map(|_| ring(self.capacity)).unzip();
             // The slot is this thread's alone (the index was claimed above).
-            let _ = self.slots[i].set(consumer);
-            Some(producer)
+            let _ = self.slots[i].set(consumers.into_boxed_slice());
+            Some(Dealer {
+                rings: producers.into_boxed_slice(),
+                turn: 0,
+            })
+        }
+
+        /// The rings of every claimed queue.
+        fn queues(&self) -> impl Iterator<Item = &[Consumer]> {
+            let n = self.claimed.load(Ordering::Relaxed).min(self.limit);
+            self.slots[..n].iter().filter_map(|s| s.get().map(|r| &**r))
         }
 
         fn stealers(&self) -> impl Iterator<Item = &Consumer> {
-            let n = self.claimed.load(Ordering::Relaxed).min(self.limit);
-            self.slots[..n].iter().filter_map(OnceLock::get)
+            self.queues().flatten()
         }
 
-        /// Moves a batch of some pusher's ops to `local` and pops one.
-        pub(crate) fn steal_into(&self, local: &Worker<OpPtr>) -> Option<OpPtr> {
-            self.stealers()
-                .find_map(|s| steal_settled(|| s.steal_batch_and_pop(local)))
+        /// Moves a batch of some pusher's ops to `local` and pops one, for
+        /// worker `index`. In a dealing pool, from the worker's own rings,
+        /// and from the others' too when `everywhere`; otherwise from any
+        /// queue.
+        pub(crate) fn steal_into(
+            &self,
+            local: &Worker<OpPtr>,
+            index: usize,
+            everywhere: bool,
+        ) -> Option<OpPtr> {
+            let take = |s: &Consumer| steal_settled(|| s.steal_batch_and_pop(local));
+            if self.rings == 1 {
+                return self.stealers().find_map(take);
+            }
+            let own = index % self.rings;
+            if let Some(op) = self.queues().find_map(|q| take(&q[own])) {
+                return Some(op);
+            }
+            if !everywhere {
+                return None;
+            }
+            self.queues().find_map(|q| {
+                q.iter()
+                    .enumerate()
+                    .filter(|&(k, _)| k != own)
+                    .find_map(|(_, s)| take(s))
+            })
         }
 
         /// One op from some pusher's queue (a helping thread's take).
@@ -243,14 +354,19 @@ mod imp {
     pub(crate) struct PusherQueues;
 
     impl PusherQueues {
-        pub(crate) fn new(_enabled: bool, _max_lead: usize) -> Self {
+        pub(crate) fn new(_enabled: bool, _deal: bool, _workers: usize, _max_lead: usize) -> Self {
             PusherQueues
         }
         pub(crate) fn mark_worker_thread() {}
         pub(crate) fn push(&self, op: OpPtr) -> Result<(), OpPtr> {
             Err(op)
         }
-        pub(crate) fn steal_into(&self, _local: &Worker<OpPtr>) -> Option<OpPtr> {
+        pub(crate) fn steal_into(
+            &self,
+            _local: &Worker<OpPtr>,
+            _index: usize,
+            _everywhere: bool,
+        ) -> Option<OpPtr> {
             None
         }
         pub(crate) fn steal_one(&self) -> Option<OpPtr> {
@@ -316,14 +432,107 @@ mod tests {
 
     #[test]
     fn a_pool_without_queues_hands_none_out() {
-        let off = super::PusherQueues::new(false, 0);
+        let off = super::PusherQueues::new(false, false, 2, 0);
         assert!(off.claim().is_none());
         assert!(off.is_empty());
-        let on = super::PusherQueues::new(true, 0);
+        let on = super::PusherQueues::new(true, false, 2, 0);
         for _ in 0..QUEUES {
             assert!(on.claim().is_some());
         }
         assert!(on.claim().is_none(), "only QUEUES queues per pool");
+    }
+
+    #[test]
+    fn a_dealing_queue_deals_in_turn_and_a_worker_looks_in_its_own_rings_first() {
+        use super::super::push_ring::{n, num};
+        use crate::sync::deque::Worker;
+        let q = super::PusherQueues::new(true, true, 4, 0);
+        assert!(q.deals());
+        let mut dealer = q.claim().unwrap();
+        for i in 1..=8 {
+            dealer.push(n(i)).unwrap();
+        }
+        assert_eq!(q.len(), 8, "every ring counted");
+        let local = Worker::new_fifo();
+        // Worker 2's ring holds the 3rd and the 7th op, oldest first.
+        assert_eq!(q.steal_into(&local, 2, false).map(num), Some(3));
+        assert_eq!(q.steal_into(&local, 2, false).map(num), Some(7));
+        // Its own rings empty, it takes nothing of the others'...
+        assert_eq!(q.steal_into(&local, 2, false).map(num), None);
+        assert!(!q.is_empty(), "the other rings still hold ops");
+        // ...unless it looks everywhere: ring 0 first.
+        assert_eq!(q.steal_into(&local, 2, true).map(num), Some(1));
+        // A helping thread's take and a pool without dealing see them all.
+        let mut rest: Vec<usize> = std::iter::from_fn(|| q.steal_one().map(num)).collect();
+        rest.sort_unstable();
+        assert_eq!(rest, [2, 4, 5, 6, 8]);
+        assert!(q.is_empty());
+        let plain = super::PusherQueues::new(true, false, 4, 0);
+        assert!(!plain.deals());
+        let mut one = plain.claim().unwrap();
+        one.push(n(9)).unwrap();
+        assert_eq!(plain.steal_into(&local, 3, false).map(num), Some(9));
+    }
+
+    #[test]
+    fn a_dealt_push_skips_full_rings_and_is_handed_back_when_all_are() {
+        use super::super::push_ring::{n, num};
+        use super::{dealt_capacity, ring_capacity, MIN_DEALT_CAPACITY};
+        use crate::sync::deque::Worker;
+        // The capacity: the thread's queue split between the rings, never
+        // below the least.
+        assert_eq!(ring_capacity(0), 16_384);
+        assert_eq!(
+            dealt_capacity(0, 2),
+            8_192,
+            "no lead: the least queue, halved"
+        );
+        assert_eq!(dealt_capacity(16 * 2048, 16), 4_096, "16 workers' lead");
+        assert_eq!(
+            dealt_capacity(0, 64),
+            MIN_DEALT_CAPACITY,
+            "never below the least"
+        );
+        let q = super::PusherQueues::new(true, true, 2, 0);
+        let cap = dealt_capacity(0, 2);
+        let mut dealer = q.claim().unwrap();
+        for i in 1..=2 * cap {
+            dealer.push(n(i)).unwrap();
+        }
+        let extra = 1 << 40;
+        assert_eq!(
+            dealer.push(n(extra)).map_err(num),
+            Err(extra),
+            "both rings full"
+        );
+        // Worker 1 takes a batch from ring 1 (the even ops): the pushes
+        // after it find ring 0 full at their turn and go to ring 1, until
+        // it is full again.
+        let local = Worker::new_fifo();
+        assert_eq!(q.steal_into(&local, 1, false).map(num), Some(2));
+        let taken = 1 + std::iter::from_fn(|| local.pop()).count();
+        assert_eq!(q.len(), 2 * cap - taken);
+        for i in 0..taken {
+            dealer.push(n(2 * cap + 1 + i)).unwrap();
+        }
+        assert_eq!(dealer.push(n(extra)).map_err(num), Err(extra), "full again");
+        // Ring 1 holds a ring's worth again, the pushes after the batch
+        // last; ring 0 is as it was.
+        let drain = |index: usize| {
+            let into = Worker::new_fifo();
+            let mut got = Vec::new();
+            while let Some(op) = q.steal_into(&into, index, false) {
+                got.push(num(op));
+                got.extend(std::iter::from_fn(|| into.pop().map(num)));
+            }
+            got
+        };
+        let ring1 = drain(1);
+        assert_eq!(ring1.len(), cap);
+        assert_eq!(ring1.last(), Some(&(2 * cap + taken)));
+        let ring0 = drain(0);
+        assert_eq!(ring0.len(), cap);
+        assert_eq!((ring0[0], ring0[cap - 1]), (1, 2 * cap - 1));
     }
 
     #[test]

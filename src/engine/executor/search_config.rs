@@ -48,6 +48,10 @@ pub(crate) struct SearchConfig {
     /// queue of its own, which the workers look in before the injector
     /// (`pusher_queues.rs`).
     pub(crate) pusher_queues_up_to: usize,
+    /// Whether a pushing thread's queue is a ring per worker, dealt to in
+    /// turn, instead of one ring every worker takes from
+    /// (`pusher_queues.rs`, "Dealing").
+    pub(crate) deal_pushes: bool,
     /// How the pools' sleep protocol fences: whole on both sides, or
     /// split into a compiler fence where ops are queued and a process-wide
     /// barrier where a worker goes to sleep (`sync/asymmetric_fence.rs`).
@@ -78,6 +82,7 @@ impl Default for SearchConfig {
             linger_through_pushes: false,
             keep_one_searching: false,
             pusher_queues_up_to: DEFAULT_PUSHER_QUEUES_UP_TO,
+            deal_pushes: false,
             wake_fence: WakeFence::Auto,
         }
     }

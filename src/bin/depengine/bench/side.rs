@@ -255,6 +255,7 @@ fn build_engine(args: &BenchArgs, thread_prefix: &str) -> Result<Engine, depengi
     builder
         .linger_through_pushes(args.linger_through_pushes)
         .keep_one_searching(args.keep_one_searching)
+        .deal_pushes(args.deal_pushes)
         .build()
 }
 
@@ -316,6 +317,9 @@ fn system_name(args: &BenchArgs) -> String {
     }
     if let Some(n) = args.pusher_queues_up_to {
         system += &format!("-pq{n}");
+    }
+    if args.deal_pushes {
+        system += "-deal";
     }
     match args.asymmetric_fence {
         Some(true) => system += "-afence",
