@@ -209,8 +209,31 @@ mod imp {
         /// Ops each ring holds ([`ring_capacity`], or [`dealt_capacity`]).
         capacity: usize,
         claimed: AtomicUsize,
-        /// Each claimed queue's rings, a worker's at its index.
-        slots: [OnceLock<Box<[Consumer]>>; QUEUES],
+        /// Each claimed queue's rings.
+        slots: [OnceLock<Rings>; QUEUES],
+    }
+
+    /// The stealing ends of one pushing thread's queue: ring 0 in place,
+    /// as it was before dealing, so that the lone ring of a pool that does
+    /// not deal costs its searches no more loads; the rings of workers 1
+    /// and up, when the pool deals, in `rest`.
+    struct Rings {
+        first: Consumer,
+        rest: Box<[Consumer]>,
+    }
+
+    impl Rings {
+        /// Worker `k`'s ring (`k` below the ring count).
+        fn of(&self, k: usize) -> &Consumer {
+            match k {
+                0 => &self.first,
+                _ => &self.rest[k - 1],
+            }
+        }
+
+        fn all(&self) -> impl Iterator<Item = &Consumer> {
+            std::iter::once(&self.first).chain(self.rest.iter())
+        }
     }
 
     impl PusherQueues {
@@ -279,10 +302,14 @@ mod imp {
             if i >= self.limit {
                 return None;
             }
-            let (producers, consumers): (Vec<_>, Vec<_>) =
+            let (producers, mut consumers): (Vec<_>, Vec<_>) =
                 (0..self.rings).map(|_| ring(self.capacity)).unzip();
+            let first = consumers.remove(0);
             // The slot is this thread's alone (the index was claimed above).
-            let _ = self.slots[i].set(consumers.into_boxed_slice());
+            let _ = self.slots[i].set(Rings {
+                first,
+                rest: consumers.into_boxed_slice(),
+            });
             Some(Dealer {
                 rings: producers.into_boxed_slice(),
                 turn: 0,
@@ -290,13 +317,13 @@ mod imp {
         }
 
         /// The rings of every claimed queue.
-        fn queues(&self) -> impl Iterator<Item = &[Consumer]> {
+        fn queues(&self) -> impl Iterator<Item = &Rings> {
             let n = self.claimed.load(Ordering::Relaxed).min(self.limit);
-            self.slots[..n].iter().filter_map(|s| s.get().map(|r| &**r))
+            self.slots[..n].iter().filter_map(OnceLock::get)
         }
 
         fn stealers(&self) -> impl Iterator<Item = &Consumer> {
-            self.queues().flatten()
+            self.queues().flat_map(Rings::all)
         }
 
         /// Moves a batch of some pusher's ops to `local` and pops one, for
@@ -311,17 +338,17 @@ mod imp {
         ) -> Option<OpPtr> {
             let take = |s: &Consumer| steal_settled(|| s.steal_batch_and_pop(local));
             if self.rings == 1 {
-                return self.stealers().find_map(take);
+                return self.queues().find_map(|q| take(&q.first));
             }
             let own = index % self.rings;
-            if let Some(op) = self.queues().find_map(|q| take(&q[own])) {
+            if let Some(op) = self.queues().find_map(|q| take(q.of(own))) {
                 return Some(op);
             }
             if !everywhere {
                 return None;
             }
             self.queues().find_map(|q| {
-                q.iter()
+                q.all()
                     .enumerate()
                     .filter(|&(k, _)| k != own)
                     .find_map(|(_, s)| take(s))
@@ -330,16 +357,27 @@ mod imp {
 
         /// One op from some pusher's queue (a helping thread's take).
         pub(crate) fn steal_one(&self) -> Option<OpPtr> {
+            if self.rings == 1 {
+                return self
+                    .queues()
+                    .find_map(|q| steal_settled(|| q.first.steal()));
+            }
             self.stealers().find_map(|s| steal_settled(|| s.steal()))
         }
 
         /// True when no pusher's queue holds an op.
         pub(crate) fn is_empty(&self) -> bool {
+            if self.rings == 1 {
+                return self.queues().all(|q| q.first.is_empty());
+            }
             self.stealers().all(Consumer::is_empty)
         }
 
         /// Ops in the pushers' queues.
         pub(crate) fn len(&self) -> usize {
+            if self.rings == 1 {
+                return self.queues().map(|q| q.first.len()).sum();
+            }
             self.stealers().map(Consumer::len).sum()
         }
     }
