@@ -679,7 +679,10 @@ impl EngineBuilder {
     /// an op dealt to a busy or sleeping worker waits for a search to
     /// reach it; with fewer workers searching than the pool has
     /// ([`EngineBuilder::max_searching`]) that wait is the cost to weigh.
-    /// Pools that give pushing threads no queue are not affected.
+    /// Pools that give pushing threads no queue are not affected. On 2
+    /// cores, where the pushing thread and the workers share the CPUs, it
+    /// was level with 1 µs bodies at 2 workers and slower on empty ops
+    /// (`BENCHMARKS.md`, "Pushes dealt to a ring per worker").
     ///
     /// # Examples
     ///

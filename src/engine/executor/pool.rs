@@ -462,7 +462,7 @@ fn worker_main(core: Arc<Core>, shared: Arc<PoolShared>, local: Worker<OpPtr>, i
 }
 
 /// Looks of a search per look in every worker's ring of a dealing pusher,
-/// while the back-off spins (`pusher_queues.rs`).
+/// while the back-off spins, counting from the first (`pusher_queues.rs`).
 const LOOKS_PER_SCAN: usize = 8;
 
 /// Spins for work, then sleeps; `None` when the worker found nothing after
@@ -481,10 +481,11 @@ fn search(core: &Core, shared: &PoolShared, local: &Worker<OpPtr>, index: usize)
     let mut looks = 0usize;
     loop {
         // Where the pushing threads deal (`pusher_queues.rs`), the other
-        // workers' rings are looked in now and then while the back-off
-        // spins, and at every look past it: each look at them reads lines
-        // the pushes write, which dealing keeps to one reader.
-        let everywhere = looks % LOOKS_PER_SCAN == LOOKS_PER_SCAN - 1 || backoff.is_completed();
+        // workers' rings are looked in at the first look and every eighth
+        // while the back-off spins, and at every look past it: each look
+        // at them reads lines the pushes write, which dealing keeps to one
+        // reader.
+        let everywhere = looks % LOOKS_PER_SCAN == 0 || backoff.is_completed();
         looks += 1;
         if let Some(op) = shared.find(local, index, everywhere) {
             shared.sleep.stop_searching();
