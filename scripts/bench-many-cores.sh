@@ -25,8 +25,9 @@
 #     granularity  the 1-10 µs rows at 8 and 16 workers: the default
 #                  engine, a replay, a stream, 4 pushing threads (~60 s)
 #     profiles     the pushing thread's profile at 16 workers with 1 µs
-#                  bodies (scripts/profile-push.sh), with the defaults and
-#                  with those before them (~15 s; needs a bundle packed
+#                  bodies (scripts/profile-push.sh), with the defaults,
+#                  with those before them, and with the pushes dealt and
+#                  every worker searching (~18 s; needs a bundle packed
 #                  with PERF=1)
 #     peers        priority and roundtrip (a tenth of their full size),
 #                  randsum and chain against every peer at 2, 8 and 16
@@ -232,6 +233,8 @@ plan_profiles() {
     # shellcheck disable=SC2086
     profile "$w" "profile-$w-before" $BEFORE || return
   done
+  # The pushes dealt to a ring per worker, every worker searching.
+  profile indep profile-indep-deal --deal-pushes --max-searching "$(workers 16)"
 }
 
 # The rows of the goal's table not yet measured on 16 cores first: on
