@@ -72,9 +72,10 @@
 //! dealt to a busy or sleeping worker is taken by another. (Looking there
 //! only at the eighth look made the empty `indep` 1.44 times slower than
 //! one ring at 2 workers on 2 cores, where a worker that waits for a CPU
-//! leaves its ring to the other; from the first look, 1.11 times:
-//! `BENCHMARKS.md`, "Pushes dealt to a ring per worker".) The sleep protocol is unchanged:
-//! a worker going to sleep checks every ring (`PoolShared::has_work`).
+//! leaves its ring to the other; from the first look, 0.95 and 1.11
+//! times in two runs: `BENCHMARKS.md`, "Pushes dealt to a ring per
+//! worker".) The sleep protocol is unchanged: a worker going to sleep
+//! checks every ring (`PoolShared::has_work`).
 //! Each ring holds the queue's capacity split between the workers (at
 //! least [`MIN_DEALT_CAPACITY`]); a push that finds the ring of its turn
 //! full tries the next ones, then the injector.
@@ -167,7 +168,11 @@ mod imp {
     /// A pushing thread's queue for one pool: one ring, or one per worker
     /// when the pool deals (see the module docs).
     pub(crate) struct Dealer {
-        rings: Box<[Producer]>,
+        /// Ring 0 in place, so that the push of a pool that does not deal
+        /// reaches its ring as directly as before dealing.
+        first: Producer,
+        /// The rings of workers 1 and up, when the pool deals.
+        rest: Box<[Producer]>,
         /// The ring the next push tries first.
         turn: usize,
     }
@@ -176,15 +181,24 @@ mod imp {
         /// Queues `op` on the ring of its turn, or the next one with room;
         /// hands it back when all are full.
         #[inline(always)]
-        pub(crate) fn push(&mut self, mut op: OpPtr) -> Result<(), OpPtr> {
-            let n = self.rings.len();
-            if n == 1 {
-                return self.rings[0].push(op);
+        pub(crate) fn push(&mut self, op: OpPtr) -> Result<(), OpPtr> {
+            if self.rest.is_empty() {
+                return self.first.push(op);
             }
+            self.deal(op)
+        }
+
+        #[inline(never)]
+        fn deal(&mut self, mut op: OpPtr) -> Result<(), OpPtr> {
+            let n = self.rest.len() + 1;
             for _ in 0..n {
                 let t = self.turn;
                 self.turn = if t + 1 == n { 0 } else { t + 1 };
-                match self.rings[t].push(op) {
+                let ring = match t {
+                    0 => &mut self.first,
+                    _ => &mut self.rest[t - 1],
+                };
+                match ring.push(op) {
                     Ok(()) => return Ok(()),
                     Err(back) => op = back,
                 }
@@ -314,8 +328,11 @@ mod imp {
                 first,
                 rest: consumers.into_boxed_slice(),
             });
+            let mut producers = producers.into_iter();
+            let first = producers.next().expect("a queue has at least one ring");
             Some(Dealer {
-                rings: producers.into_boxed_slice(),
+                first,
+                rest: producers.collect(),
                 turn: 0,
             })
         }
