@@ -122,6 +122,11 @@ BEFORE="--pusher-queues-up-to 2 --asymmetric-fence off"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "cpus: $(nproc)"
   grep -m1 'model name' /proc/cpuinfo 2>/dev/null || true
+  # Whether the CPUs are cores or hyperthreads of fewer cores: a worker
+  # that spins beside a sibling slows it, which the 16-worker lines
+  # cannot tell apart from the engine's own costs.
+  lscpu 2>/dev/null | grep -E '^(Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L2 cache|L3 cache):' || true
+  echo "cpu0's siblings: $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null || echo unknown)"
   echo "load: $(uptime | sed 's/.*load/load/')"
   echo "plans: ${plans[*]}$([[ $DRY == 1 ]] && echo ' (DRY=1: 2 workers, small sizes)')"
   echo "bundle: $(cat "$BUNDLE/BUILT_FROM" 2>/dev/null || echo 'origin not recorded')"

@@ -121,6 +121,7 @@ grep -q 'WORKERS=16 SYSTEMS=depengine-tune-ct depengine-tune-full TUNE_old= TUNE
 grep -q 'WORKERS=16 SYSTEMS=.*depengine-tune-s16' "$mc"/wake-results-*.txt ||
   fail "wake ran with other settings: $(cat "$mc"/wake-results-*.txt)"
 grep -q '^plans: ring wake$' "$mc/machine.txt" || fail "machine.txt without the plans: $(cat "$mc/machine.txt")"
+grep -q "^cpu0's siblings: " "$mc/machine.txt" || fail "machine.txt without the CPUs' siblings: $(cat "$mc/machine.txt")"
 # alt: the two builds of the bundle side by side; refused before
 # anything runs while the bundle has no second build.
 if out=$(BUNDLE=$FB OUT=$mc-noalt scripts/bench-many-cores.sh alt 2>&1); then
