@@ -378,27 +378,16 @@ mod imp {
 
         /// One op from some pusher's queue (a helping thread's take).
         pub(crate) fn steal_one(&self) -> Option<OpPtr> {
-            if self.rings == 1 {
-                return self
-                    .queues()
-                    .find_map(|q| steal_settled(|| q.first.steal()));
-            }
             self.stealers().find_map(|s| steal_settled(|| s.steal()))
         }
 
         /// True when no pusher's queue holds an op.
         pub(crate) fn is_empty(&self) -> bool {
-            if self.rings == 1 {
-                return self.queues().all(|q| q.first.is_empty());
-            }
             self.stealers().all(Consumer::is_empty)
         }
 
         /// Ops in the pushers' queues.
         pub(crate) fn len(&self) -> usize {
-            if self.rings == 1 {
-                return self.queues().map(|q| q.first.len()).sum();
-            }
             self.stealers().map(Consumer::len).sum()
         }
     }
