@@ -387,9 +387,10 @@ impl EngineBuilder {
     /// time again on its rows with 1 µs bodies ("The lead halved").
     ///
     /// The push that finds the limit passed (the engine looks every 256
-    /// pushes) waits until half of it is left, at most 2 ms at a time, and
-    /// not at all while no op completes: a wait that sees no completion
-    /// for 0.5 ms ends, and pushes do not wait again until some op
+    /// pushes) waits until half of it is left, at most 10 ms at a time,
+    /// and not at all while no op completes: a wait that sees no
+    /// completion for 0.5 ms (seen when one of its naps of up to 2 ms
+    /// ends) ends, and pushes do not wait again until some op
     /// completes, so ops that wait for something only the pushing thread
     /// will do (an async op it completes itself) cannot hold it. With
     /// [`EngineBuilder::help_while_waiting`] the waiting push runs queued

@@ -59,7 +59,14 @@ pub(crate) const CHECK_EVERY: u64 = 256;
 pub(crate) const HELP_BETWEEN_LOOKS: usize = 32;
 
 /// The longest a push waits for the lead to shrink.
-pub(crate) const MAX_WAIT: Duration = Duration::from_millis(2);
+///
+/// Why this long: with 10 µs bodies at 2 workers, half the default limit
+/// is 10 ms of work. A wait cut at 2 ms left the lead past the limit, so
+/// the next check waited again, and the pusher woke every nap of the run,
+/// each time taking a CPU from a worker: `indep` and the wavefront with
+/// 10 µs bodies at 2 workers ran 2–3% slower than with 10 ms
+/// (BENCHMARKS.md, "The lead's waits made longer").
+pub(crate) const MAX_WAIT: Duration = Duration::from_millis(10);
 
 /// A wait ends when no op completes for this long.
 pub(crate) const STALL: Duration = Duration::from_micros(500);
@@ -67,8 +74,11 @@ pub(crate) const STALL: Duration = Duration::from_micros(500);
 /// A wait's first sleep, which measures the workers' rate.
 pub(crate) const FIRST_NAP: Duration = Duration::from_micros(20);
 
-/// A wait's longest sleep.
-pub(crate) const LONGEST_NAP: Duration = Duration::from_micros(500);
+/// A wait's longest sleep: each wake-up of a sleeping pusher takes a CPU
+/// from a worker where the awake workers hold them all, so a long wait
+/// is a few long naps. The price: a wait sees that completions stopped
+/// only when a nap ends, up to this much after [`STALL`].
+pub(crate) const LONGEST_NAP: Duration = Duration::from_millis(2);
 
 impl Core {
     /// What a push from outside the engine whose sequence number is a
@@ -279,7 +289,7 @@ mod tests {
     /// An engine whose workers complete `per_10us` ops every 10 µs, and a
     /// clock that moves by each nap's length.
     struct Fake {
-        pushed: u64,
+        pushed: Cell<u64>,
         done: Cell<u64>,
         per_10us: u64,
         naps: Cell<u32>,
@@ -290,7 +300,7 @@ mod tests {
     impl Fake {
         fn new(pushed: u64, done: u64, per_10us: u64) -> Self {
             Fake {
-                pushed,
+                pushed: Cell::new(pushed),
                 done: Cell::new(done),
                 per_10us,
                 naps: Cell::new(0),
@@ -302,14 +312,15 @@ mod tests {
 
     impl LeadProbe for Fake {
         fn counts(&self) -> (u64, u64) {
-            (self.pushed, self.done.get())
+            (self.pushed.get(), self.done.get())
         }
         fn nap(&self, hint: Duration) {
             assert!(!hint.is_zero() && hint <= LONGEST_NAP, "nap of {hint:?}");
             self.naps.set(self.naps.get() + 1);
             self.elapsed.set(self.elapsed.get() + hint);
             let ran = self.per_10us * (hint.as_micros() as u64) / 10;
-            self.done.set((self.done.get() + ran).min(self.pushed));
+            self.done
+                .set((self.done.get() + ran).min(self.pushed.get()));
         }
         fn now(&self) -> Instant {
             self.t0 + self.elapsed.get()
@@ -357,6 +368,28 @@ mod tests {
         assert!(Lead::new(8_000).hold(&f));
         assert_eq!(f.elapsed.get(), MAX_WAIT);
         assert!(f.done.get() < 2_000);
+    }
+
+    #[test]
+    fn a_pusher_far_ahead_of_busy_workers_wakes_seldom() {
+        // The default limit at two workers, their 10 µs bodies completing
+        // 2 ops every 10 µs, and a pusher that pushes 20,000 ops, looking
+        // every CHECK_EVERY pushes. Each nap's end wakes the pusher, which
+        // takes a CPU from a worker where the workers hold them all. A
+        // wait that ended before half the limit was left (at 2 ms, in
+        // 500 µs naps) had the next look wait again: 205 naps, one every
+        // 98 pushes, against 54 with the limits of this module.
+        let lead = Lead::new(4_096);
+        let f = Fake::new(0, 0, 2);
+        while f.pushed.get() < 20_000 {
+            f.pushed.set(f.pushed.get() + CHECK_EVERY);
+            lead.hold(&f);
+        }
+        assert!(
+            f.naps.get() <= 100,
+            "{} naps for 20,000 pushes",
+            f.naps.get()
+        );
     }
 
     #[test]
