@@ -392,7 +392,10 @@ impl EngineBuilder {
     /// completion for 0.5 ms (seen when one of its naps of up to 2 ms
     /// ends) ends, and pushes do not wait again until some op
     /// completes, so ops that wait for something only the pushing thread
-    /// will do (an async op it completes itself) cannot hold it. With
+    /// will do (an async op it completes itself) cannot hold it. Between
+    /// half the limit and the limit, where the awake workers hold every
+    /// CPU, the look yields the pushing thread's CPU once instead, so that a worker it took the
+    /// CPU from gets back to its op. With
     /// [`EngineBuilder::help_while_waiting`] the waiting push runs queued
     /// ops meanwhile. The engine's own threads (ops that push ops) never
     /// wait. An op pushed while the lead is full, high-priority ones

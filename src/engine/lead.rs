@@ -39,6 +39,19 @@
 //! with 20 µs naps `fan` and `rwmix` with 1 µs bodies at 2 workers ran
 //! 10–25% slower than with no limit.
 //!
+//! Short of the limit, past half of it, where the awake workers hold
+//! every CPU, the look `yield`s once ([`Lead::keep`]). The pushing thread
+//! is then one thread more than the CPUs, and the scheduler gives it a
+//! worker's CPU when it wakes and keeps it there for a slice of a
+//! millisecond or more. The op that worker was running waits meanwhile,
+//! and with it every op that depends on it, while the other workers may
+//! run dry. With half the limit queued the workers need no push soon, and
+//! the `yield` hands the CPU back after [`CHECK_EVERY`] pushes. On 2
+//! cores with 2 workers, `randsum` and `random` with 1 µs bodies ran
+//! 2–11% faster in three A/Bs, `fan` 1–4%, and `indep` (every op ready
+//! at its push) 0–2% slower (BENCHMARKS.md, "A pusher that gives way
+//! past half its lead").
+//!
 //! A pusher that helps while it waits (`EngineBuilder::help_while_waiting`)
 //! runs queued ops instead of a nap, [`HELP_BETWEEN_LOOKS`] at a time, and
 //! naps only when it finds none: such a program started one CPU worker
@@ -104,7 +117,7 @@ impl Core {
             && !self.on_own_thread()
             && !self.in_batch()
         {
-            self.lead.hold(&LeadOf(self));
+            self.lead.keep(&LeadOf(self));
         }
     }
 }
@@ -127,6 +140,14 @@ impl LeadProbe for LeadOf<'_> {
 
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    fn cpu_to_spare(&self) -> bool {
+        self.0.cpu_to_spare()
+    }
+
+    fn give_way(&self) {
+        std::thread::yield_now();
     }
 }
 
@@ -167,6 +188,23 @@ pub(crate) trait LeadProbe {
     fn nap(&self, hint: Duration);
     /// The current instant.
     fn now(&self) -> Instant;
+    /// True while fewer of the engine's workers are awake than the
+    /// machine has CPUs.
+    fn cpu_to_spare(&self) -> bool;
+    /// Hands the pushing thread's CPU to a thread that waits for one.
+    fn give_way(&self);
+}
+
+/// What a look at the lead did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// Nothing: the lead is within half the limit, a CPU is to spare, or
+    /// the workers stalled.
+    Passed,
+    /// Yielded once: past half the limit, with no CPU to spare.
+    GaveWay,
+    /// Waited for the lead to shrink: past the limit.
+    Waited,
 }
 
 /// An engine's limit on the pending ops, and what its waits learned.
@@ -201,16 +239,30 @@ impl Lead {
         self.max > 0
     }
 
-    /// Waits, by the rule above, while more than the limit is pending.
-    /// Returns whether it waited.
-    pub(crate) fn hold(&self, probe: &impl LeadProbe) -> bool {
+    /// Keeps the rule above: waits while more than the limit is
+    /// pending, yields once past half of it where the awake workers hold
+    /// every CPU.
+    pub(crate) fn keep(&self, probe: &impl LeadProbe) -> Kept {
         let (pushed, done) = probe.counts();
-        if self.max == 0
-            || pushed.saturating_sub(done) <= self.max
-            || done == self.stalled_at.load(Ordering::Relaxed)
-        {
-            return false;
+        let pending = pushed.saturating_sub(done);
+        if self.max == 0 || done == self.stalled_at.load(Ordering::Relaxed) {
+            return Kept::Passed;
         }
+        if pending <= self.max {
+            if pending > self.max / 2 && !probe.cpu_to_spare() {
+                probe.give_way();
+                return Kept::GaveWay;
+            }
+            return Kept::Passed;
+        }
+        self.hold(probe, done);
+        Kept::Waited
+    }
+
+    /// Waits, by the rule above, until half the limit is pending, the
+    /// workers stall, or [`MAX_WAIT`] passes; `done` is the completed
+    /// count at the start.
+    fn hold(&self, probe: &impl LeadProbe, done: u64) {
         let target = self.max / 2;
         let start = probe.now();
         let done_at_start = done;
@@ -221,18 +273,18 @@ impl Lead {
             let (pushed, done) = probe.counts();
             let pending = pushed.saturating_sub(done);
             if pending <= target {
-                return true;
+                return;
             }
             let now = probe.now();
             if done != last_done {
                 (last_done, last_move) = (done, now);
             } else if now.duration_since(last_move) >= STALL {
                 self.stalled_at.store(done, Ordering::Relaxed);
-                return true;
+                return;
             }
             let waited = now.duration_since(start);
             if waited >= MAX_WAIT {
-                return true;
+                return;
             }
             nap = next_nap(waited, done - done_at_start, pending - target).min(MAX_WAIT - waited);
         }
@@ -293,6 +345,9 @@ mod tests {
         done: Cell<u64>,
         per_10us: u64,
         naps: Cell<u32>,
+        /// Whether a CPU is to spare (true unless a test says otherwise).
+        spare: Cell<bool>,
+        yields: Cell<u32>,
         t0: Instant,
         elapsed: Cell<Duration>,
     }
@@ -304,6 +359,8 @@ mod tests {
                 done: Cell::new(done),
                 per_10us,
                 naps: Cell::new(0),
+                spare: Cell::new(true),
+                yields: Cell::new(0),
                 t0: Instant::now(),
                 elapsed: Cell::new(Duration::ZERO),
             }
@@ -325,22 +382,74 @@ mod tests {
         fn now(&self) -> Instant {
             self.t0 + self.elapsed.get()
         }
+        fn cpu_to_spare(&self) -> bool {
+            self.spare.get()
+        }
+        fn give_way(&self) {
+            self.yields.set(self.yields.get() + 1);
+        }
     }
 
     #[test]
     fn no_wait_within_the_limit_or_without_one() {
         let f = Fake::new(1000, 0, 1);
-        assert!(!Lead::new(1000).hold(&f));
-        assert!(!Lead::new(0).hold(&f));
+        assert_eq!(Lead::new(1000).keep(&f), Kept::Passed);
+        assert_eq!(Lead::new(0).keep(&f), Kept::Passed);
         assert!(!Lead::new(0).limited());
         assert_eq!(f.naps.get(), 0);
+    }
+
+    #[test]
+    fn past_half_the_limit_without_a_cpu_to_spare_a_look_gives_way_once() {
+        let lead = Lead::new(1000);
+        let busy = |pending: u64| {
+            let f = Fake::new(pending, 0, 10);
+            f.spare.set(false);
+            f
+        };
+        // Past half the limit: one yield, no nap.
+        let f = busy(501);
+        assert_eq!(lead.keep(&f), Kept::GaveWay);
+        assert_eq!((f.yields.get(), f.naps.get()), (1, 0));
+        let f = busy(1000);
+        assert_eq!(lead.keep(&f), Kept::GaveWay);
+        // At half the limit or below: nothing.
+        let f = busy(500);
+        assert_eq!(lead.keep(&f), Kept::Passed);
+        assert_eq!(f.yields.get(), 0);
+        // With a CPU to spare the pusher takes none from a worker.
+        let f = Fake::new(900, 0, 10);
+        assert_eq!(lead.keep(&f), Kept::Passed);
+        assert_eq!(f.yields.get(), 0);
+        // Past the limit it waits rather than yields.
+        let f = busy(1001);
+        assert_eq!(lead.keep(&f), Kept::Waited);
+        assert_eq!(f.yields.get(), 0);
+        // No limit, nothing.
+        let f = busy(900);
+        assert_eq!(Lead::new(0).keep(&f), Kept::Passed);
+        assert_eq!(f.yields.get(), 0);
+    }
+
+    #[test]
+    fn a_stalled_lead_gives_no_way() {
+        // The workers stalled (they wait for this thread): yielding to
+        // them would only delay it.
+        let lead = Lead::new(100);
+        let f = Fake::new(1000, 0, 0);
+        assert_eq!(lead.keep(&f), Kept::Waited);
+        assert_eq!(lead.stalled_at(), Some(0));
+        let f = Fake::new(90, 0, 0);
+        f.spare.set(false);
+        assert_eq!(lead.keep(&f), Kept::Passed);
+        assert_eq!(f.yields.get(), 0);
     }
 
     #[test]
     fn waits_down_to_half_the_limit_in_few_naps() {
         // 1,000 pending, 10 completing every 10 µs: 600 µs to reach 400.
         let f = Fake::new(1000, 0, 10);
-        assert!(Lead::new(800).hold(&f));
+        assert_eq!(Lead::new(800).keep(&f), Kept::Waited);
         assert!(f.done.get() >= 600, "left {} pending", 1000 - f.done.get());
         // The first nap measures the rate, the next sleep for what is left.
         assert!(f.naps.get() <= 4, "{} naps", f.naps.get());
@@ -365,7 +474,7 @@ mod tests {
         // One completion per 10 µs: half the limit is 40 ms away, past
         // MAX_WAIT, and completions never stop.
         let f = Fake::new(10_000, 0, 1);
-        assert!(Lead::new(8_000).hold(&f));
+        assert_eq!(Lead::new(8_000).keep(&f), Kept::Waited);
         assert_eq!(f.elapsed.get(), MAX_WAIT);
         assert!(f.done.get() < 2_000);
     }
@@ -383,7 +492,7 @@ mod tests {
         let f = Fake::new(0, 0, 2);
         while f.pushed.get() < 20_000 {
             f.pushed.set(f.pushed.get() + CHECK_EVERY);
-            lead.hold(&f);
+            lead.keep(&f);
         }
         assert!(
             f.naps.get() <= 100,
@@ -396,15 +505,15 @@ mod tests {
     fn a_stalled_wait_ends_and_later_pushes_pass_until_a_completion() {
         let lead = Lead::new(100);
         let f = Fake::new(1000, 0, 0);
-        assert!(lead.hold(&f));
+        assert_eq!(lead.keep(&f), Kept::Waited);
         assert!(f.elapsed.get() >= STALL && f.elapsed.get() < MAX_WAIT);
         // Nothing completed since: the next look passes at once.
         let again = Fake::new(1064, 0, 0);
-        assert!(!lead.hold(&again));
+        assert_eq!(lead.keep(&again), Kept::Passed);
         assert_eq!(again.naps.get(), 0);
         // One completion later, pushes wait again.
         let moved = Fake::new(1128, 1, 10);
-        assert!(lead.hold(&moved));
+        assert_eq!(lead.keep(&moved), Kept::Waited);
         assert!(moved.naps.get() > 0);
     }
 
