@@ -394,8 +394,8 @@ impl EngineBuilder {
     /// completes, so ops that wait for something only the pushing thread
     /// will do (an async op it completes itself) cannot hold it. Between
     /// half the limit and the limit, where the awake workers hold every
-    /// CPU, the look yields the pushing thread's CPU once instead, so that a worker it took the
-    /// CPU from gets back to its op. With
+    /// CPU, the look yields the pushing thread's CPU once instead, so that
+    /// a worker it took the CPU from gets back to its op. With
     /// [`EngineBuilder::help_while_waiting`] the waiting push runs queued
     /// ops meanwhile. The engine's own threads (ops that push ops) never
     /// wait. An op pushed while the lead is full, high-priority ones
