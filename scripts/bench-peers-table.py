@@ -11,8 +11,9 @@ row from several files count as rounds (below).
 Tables: ns per op, median (min-max) per system; the ratio peer / depengine
 of the medians (above 1: depengine is faster), and the same against each
 of depengine's other configurations present (helping, pushing, stream, replay,
-and the one-thread naive executor and serial scope on the rows they ran);
-efficiency of the busy
+and the one-thread naive executor and serial scope on the rows they ran),
+each followed by how many rows each peer leads, in all and, where the rows
+span several worker counts, at each; efficiency of the busy
 bodies, beside the `ideal` lines (the zero-overhead schedule, `depengine
 bench --ideal`) when present; p50/p99 push-to-start latency and makespan
 of `priority`; and, when the busy rows have more than one body, the
@@ -105,6 +106,7 @@ def ratios(rows, base, peers, only_ran=False):
     print("| workload | body µs | workers | " + " | ".join(peers) + " |")
     print("|---|---:|---:|" + "---:|" * len(peers))
     leads = {s: [0, 0] for s in peers}
+    by_workers = {}
     for (wl, body, w), r in rows.items():
         b = r.get(base)
         if only_ran and (not b or "status" in b):
@@ -119,11 +121,23 @@ def ratios(rows, base, peers, only_ran=False):
                 out.append(f"{ratio:.2f}")
                 leads[s][1] += 1
                 leads[s][0] += ratio < 1
+                at = by_workers.setdefault(w, {}).setdefault(s, [0, 0])
+                at[1] += 1
+                at[0] += ratio < 1
         print(f"| {wl} | {body} | {w} | " + " | ".join(out) + " |")
     # Counted on the unrounded ratios: a row printed as 1.00 may be a lead
     # either way.
     print(f"\nrows where the peer's median is below {base}'s, of the rows both ran:")
     print("; ".join(f"{s} {n} of {m}" for s, (n, m) in leads.items()) + ".")
+    # The same count at each worker count, which the summaries quote:
+    # only where the rows span more than one.
+    if len(by_workers) > 1:
+        print("\nthe same, by worker count:")
+        for w in sorted(by_workers):
+            counts = by_workers[w]
+            label = "1 worker" if w == 1 else f"{w} workers"
+            print(f"- {label}: " + "; ".join(
+                f"{s} {counts[s][0]} of {counts[s][1]}" for s in peers if s in counts) + ".")
 
 
 # Efficiency at or above this counts as effective (the issue's 50%).

@@ -179,6 +179,30 @@ class Tables(unittest.TestCase):
         self.assertIn("| indep | 0 | 2 | 1.00 |", text)
         self.assertIn("tbb-flow 1 of 2.", text)
 
+    def test_leads_are_also_counted_by_worker_count_when_the_rows_span_several(self):
+        text = self.render([
+            line("indep", "depengine", 100.0, 90.0, 110.0, workers=1),
+            line("indep", "rayon", 90.0, 80.0, 95.0, workers=1),
+            line("chain", "depengine", 100.0, 90.0, 110.0, workers=1),
+            line("chain", "rayon", 120.0, 110.0, 130.0, workers=1),
+            line("indep", "depengine", 100.0, 90.0, 110.0, workers=2),
+            line("indep", "rayon", 101.0, 90.0, 110.0, workers=2),
+            line("indep", "tbb-flow", 99.0, 90.0, 110.0, workers=2),
+        ])
+        self.assertIn("rayon 1 of 3; tbb-flow 1 of 1.", text)
+        self.assertIn(
+            "the same, by worker count:\n"
+            "- 1 worker: rayon 1 of 2.\n"
+            "- 2 workers: rayon 0 of 1; tbb-flow 1 of 1.",
+            text,
+        )
+        # one worker count: the total says it all
+        one = self.render([
+            line("indep", "depengine", 100.0, 90.0, 110.0),
+            line("indep", "rayon", 90.0, 80.0, 95.0),
+        ])
+        self.assertNotIn("by worker count", one)
+
     def test_the_granularity_table_follows_the_efficiency_table(self):
         text = self.render([
             line("indep", "depengine", 1300.0, 1200.0, 1400.0, body=1, efficiency=0.38),
