@@ -105,7 +105,7 @@ def ratios(rows, base, peers, only_ran=False):
     print(f"\nratio peer / {base} of the medians (above 1: {base} is faster):\n")
     print("| workload | body µs | workers | " + " | ".join(peers) + " |")
     print("|---|---:|---:|" + "---:|" * len(peers))
-    leads = {s: [0, 0] for s in peers}
+    # (worker count, peer) -> [rows the peer leads, rows both ran]
     by_workers = {}
     for (wl, body, w), r in rows.items():
         b = r.get(base)
@@ -119,8 +119,6 @@ def ratios(rows, base, peers, only_ran=False):
             else:
                 ratio = float(p["ns_per_op"]) / float(b["ns_per_op"])
                 out.append(f"{ratio:.2f}")
-                leads[s][1] += 1
-                leads[s][0] += ratio < 1
                 at = by_workers.setdefault(w, {}).setdefault(s, [0, 0])
                 at[1] += 1
                 at[0] += ratio < 1
@@ -128,7 +126,11 @@ def ratios(rows, base, peers, only_ran=False):
     # Counted on the unrounded ratios: a row printed as 1.00 may be a lead
     # either way.
     print(f"\nrows where the peer's median is below {base}'s, of the rows both ran:")
-    print("; ".join(f"{s} {n} of {m}" for s, (n, m) in leads.items()) + ".")
+    totals = [
+        [sum(c[s][i] for c in by_workers.values() if s in c) for i in (0, 1)]
+        for s in peers
+    ]
+    print("; ".join(f"{s} {n} of {m}" for s, (n, m) in zip(peers, totals)) + ".")
     # The same count at each worker count, which the summaries quote:
     # only where the rows span more than one.
     if len(by_workers) > 1:
