@@ -211,3 +211,20 @@ if out=$(scripts/ab.sh 1 "$PEERS/ab-rows" "a|$PEERS/none|" 2>&1); then
 fi
 grep -q 'is not an executable' <<<"$out" || fail "no clear refusal of a missing binary: $out"
 echo "ab.sh: 3 checks passed"
+
+# scripts/ablate.sh: refused before anything is built, with no worktree
+# left behind; the bundled patches still apply to this tree (each names
+# lines of the engine: one that no longer applies has rotted).
+worktrees=$(git worktree list | wc -l)
+if out=$(scripts/ablate.sh 1 "$PEERS/none" 2>&1); then fail "ablate.sh ran without a rows file"; fi
+grep -q 'no rows file' <<<"$out" || fail "no clear refusal of a missing rows file: $out"
+printf 'diff --git a/none.rs b/none.rs\n--- a/none.rs\n+++ b/none.rs\n@@ -1 +1 @@\n-a\n+b\n' >"$PEERS/bad.patch"
+if out=$(scripts/ablate.sh 1 "$PEERS/ab-rows" "$PEERS/bad.patch" 2>&1); then
+  fail "ablate.sh ran with a patch that does not apply"
+fi
+grep -q 'bad.patch does not apply to HEAD' <<<"$out" || fail "no clear refusal of a patch that does not apply: $out"
+[[ $(git worktree list | wc -l) == "$worktrees" ]] || fail "ablate.sh left a worktree behind: $(git worktree list)"
+for p in scripts/ablation/*.patch; do
+  git apply --check "$p" || fail "$p no longer applies: rewrite it against the engine as it is now"
+done
+echo "ablate.sh: 3 checks passed"
