@@ -15,6 +15,7 @@
 //! (workers × elapsed), and [`ideal_schedule`] says what it would be with an
 //! engine that cost nothing.
 
+mod check;
 mod cpu;
 mod ideal;
 mod run;
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 use crate::{Engine, EngineError};
 
+pub use check::OrderCheck;
 pub use cpu::{account_cpu, account_cpu_threads, cpu_accounting_supported, CpuUse};
 pub use ideal::{ideal_schedule, IdealSchedule};
 pub use run::{

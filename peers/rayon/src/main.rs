@@ -12,8 +12,9 @@
 //! usage: depengine-rayon-peer --workload W [--ops N] [--n N] [--body-us B]
 //! [--workers N] [--runs N] [--vars N]; prints the line of `depengine bench`.
 //!
-//! `PEER_CHECK=1` checks the order the graph kept, as the C drivers do
-//! (`peers/common.h`): when op i starts, each var it uses has seen exactly
+//! `PEER_CHECK=1` checks the order the graph kept with
+//! `depengine::bench::OrderCheck` (the C drivers keep the same check in
+//! `peers/common.h`): when op i starts, each var it uses has seen exactly
 //! the writes pushed before i, and each var it writes also every read
 //! pushed before i. The line then ends with `order_violations=N`, and the
 //! driver exits with status 1 when N > 0.
@@ -21,7 +22,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-use depengine::bench::{busy, quantile, Spec, Summary, Trace, TraceOp, Workload};
+use depengine::bench::{busy, quantile, OrderCheck, Spec, Summary, Trace, Workload};
 
 struct Graph {
     succ_start: Vec<u32>,
@@ -62,90 +63,6 @@ impl Graph {
     }
 }
 
-/// `PEER_CHECK=1`: what each var slot of each op must have seen when the
-/// op starts, and what each var has seen so far.
-struct Check {
-    /// Per var slot of each op (indexed as `Trace::var_ids`): the writes,
-    /// and the reads, of that var pushed before the op.
-    expect_writes: Vec<u32>,
-    expect_reads: Vec<u32>,
-    /// Per var: the writes and reads completed so far in this run.
-    done_writes: Vec<AtomicU32>,
-    done_reads: Vec<AtomicU32>,
-    violations: AtomicU64,
-}
-
-/// An op's var slots in `Trace::var_ids` (its reads, then its writes),
-/// each with whether it is a write.
-fn slots(op: &TraceOp) -> impl Iterator<Item = (usize, bool)> {
-    let start = op.reads_start as usize;
-    let first_write = start + op.n_reads as usize;
-    (start..first_write + op.n_writes as usize).map(move |o| (o, o >= first_write))
-}
-
-impl Check {
-    fn of(trace: &Trace) -> Check {
-        let mut writes = vec![0u32; trace.vars];
-        let mut reads = vec![0u32; trace.vars];
-        let mut expect_writes = vec![0u32; trace.var_ids.len()];
-        let mut expect_reads = vec![0u32; trace.var_ids.len()];
-        for op in &trace.ops {
-            // Every slot's expectation before the op's own accesses count.
-            for (o, _) in slots(op) {
-                let v = trace.var_ids[o] as usize;
-                expect_writes[o] = writes[v];
-                expect_reads[o] = reads[v];
-            }
-            for (o, is_write) in slots(op) {
-                let v = trace.var_ids[o] as usize;
-                if is_write {
-                    writes[v] += 1;
-                } else {
-                    reads[v] += 1;
-                }
-            }
-        }
-        Check {
-            expect_writes,
-            expect_reads,
-            done_writes: (0..trace.vars).map(|_| AtomicU32::new(0)).collect(),
-            done_reads: (0..trace.vars).map(|_| AtomicU32::new(0)).collect(),
-            violations: AtomicU64::new(0),
-        }
-    }
-
-    fn reset(&self) {
-        for c in self.done_writes.iter().chain(&self.done_reads) {
-            c.store(0, Ordering::Relaxed);
-        }
-    }
-
-    fn start(&self, trace: &Trace, op: &TraceOp) {
-        for (o, is_write) in slots(op) {
-            let v = trace.var_ids[o] as usize;
-            let mut ok = self.done_writes[v].load(Ordering::Acquire) == self.expect_writes[o];
-            if is_write {
-                ok &= self.done_reads[v].load(Ordering::Acquire) == self.expect_reads[o];
-            }
-            if !ok {
-                self.violations.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn end(&self, trace: &Trace, op: &TraceOp) {
-        for (o, is_write) in slots(op) {
-            let v = trace.var_ids[o] as usize;
-            let done = if is_write {
-                &self.done_writes[v]
-            } else {
-                &self.done_reads[v]
-            };
-            done.fetch_add(1, Ordering::Release);
-        }
-    }
-}
-
 struct Run<'a> {
     trace: &'a Trace,
     graph: &'a Graph,
@@ -153,7 +70,7 @@ struct Run<'a> {
     hi_slot: &'a [u32],
     starts: Vec<AtomicU64>,
     t0: Instant,
-    check: Option<&'a Check>,
+    check: Option<&'a OrderCheck>,
 }
 
 fn exec<'s>(s: &rayon::Scope<'s>, mut i: u32, run: &'s Run<'s>) {
@@ -228,7 +145,7 @@ fn main() {
     };
     let trace = spec.trace();
     let graph = Graph::of(&trace);
-    let check = (std::env::var("PEER_CHECK").as_deref() == Ok("1")).then(|| Check::of(&trace));
+    let check = (std::env::var("PEER_CHECK").as_deref() == Ok("1")).then(|| OrderCheck::of(&trace));
     let mut hi_slot = vec![u32::MAX; trace.ops.len()];
     let mut high = 0u32;
     for (i, op) in trace.ops.iter().enumerate() {
@@ -300,7 +217,7 @@ fn main() {
         );
     }
     if let Some(c) = &check {
-        let violations = c.violations.load(Ordering::Relaxed);
+        let violations = c.violations();
         line += &format!(" order_violations={violations}");
         println!("{line}");
         if violations > 0 {

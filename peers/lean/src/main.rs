@@ -1,0 +1,424 @@
+//! A yardstick for depengine's benchmarks: the default engine's inference
+//! protocol with the lightest op that keeps it, on the same traces.
+//!
+//! Why: BENCHMARKS.md ("Per-op duties taken out one at a time") found that
+//! none of the duties a patch can take out of the engine's op is where its
+//! time beyond the bodies goes at 2 workers. This driver keeps the
+//! protocol and drops everything else, so that the engine's cost can be
+//! read against it row by row: what the engine spends beyond this is
+//! layout and machinery, not inference.
+//!
+//! What it keeps, as the engine does: one pushing thread appends each op
+//! to its vars in push order, each var under a lock of its own, with a
+//! count of granted reads, a write flag and a queue of the ops not yet
+//! granted. Reads between two writes share the var, a write holds it
+//! alone. An op's count starts at its vars + 1 (the pusher's guard, as
+//! `Core::push` keeps it) and the op is ready when it reaches zero. The
+//! worker that completes an op releases its vars and grants what waited,
+//! keeps one op it made ready to run next and puts the rest on its own
+//! deque; ops ready at their push go to a shared injector; an idle worker
+//! steals from the injector, then from the other workers. The pushing
+//! thread runs at most `--max-lead` ops ahead of the completions (default
+//! the engine's, 2,048 per worker), looking every 256 pushes.
+//!
+//! What it drops: an op is an index into the trace, not a closure in a
+//! block; its var list is deduplicated (a var both read and written is a
+//! write, as in the engine) before the clock starts; the var state is a
+//! dense array (a lock, a count, a flag and a queue: 48 bytes a var) and
+//! the op counts an array of 4-byte counters; no names, versions,
+//! failures, priorities, deletions or waits on one var. Idle workers spin
+//! and yield every 64 looks instead of sleeping.
+//!
+//! usage: depengine-lean-control --workload W [--ops N] [--n N] [--body-us B]
+//! [--workers N] [--runs N] [--vars N] [--max-lead N] [--op-stride B]
+//! [--var-stride B]; prints the line of
+//! `depengine bench` with `system=lean`. `roundtrip` and `priority` are not
+//! supported (no async ops, no priorities). `--op-stride B` and
+//! `--var-stride B` space the op counts and the var states B bytes apart
+//! (default: dense), as the engine's op blocks and vars are, to see what
+//! density is worth.
+//!
+//! `PEER_CHECK=1` checks the order the run kept, as the other drivers do
+//! (`depengine::bench::OrderCheck`); the line then ends with
+//! `order_violations=N`, and the driver exits with status 1 when N > 0.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use crossbeam_utils::CachePadded;
+use depengine::bench::{busy, OrderCheck, Spec, Summary, Trace, Workload};
+use parking_lot::Mutex;
+
+/// Marks a queued write in a var's queue (op ids stay below it).
+const WRITE: u32 = 1 << 31;
+/// Pushes between two looks at the lead, as the engine's `CHECK_EVERY`.
+const CHECK_EVERY: usize = 256;
+/// Looks an idle worker spins between two yields.
+const SPINS_PER_YIELD: u32 = 64;
+
+/// One var's state, under its lock.
+#[derive(Default)]
+struct VarQ {
+    readers: u32,
+    writer: bool,
+    /// Ops not yet granted, in push order (`WRITE` set for writes).
+    queue: VecDeque<u32>,
+}
+
+/// Each op's vars, deduplicated, written ones first: `vars[start[i]..
+/// start[i + 1]]`, the first `nwrites[i]` of them written.
+struct OpVars {
+    start: Vec<u32>,
+    nwrites: Vec<u32>,
+    vars: Vec<u32>,
+}
+
+impl OpVars {
+    fn of(trace: &Trace) -> OpVars {
+        let mut start = vec![0u32];
+        let mut nwrites = Vec::with_capacity(trace.ops.len());
+        let mut vars = Vec::with_capacity(trace.var_ids.len());
+        for op in &trace.ops {
+            let first = vars.len();
+            for &v in trace.writes(op) {
+                if !vars[first..].contains(&v) {
+                    vars.push(v);
+                }
+            }
+            let w = vars.len() - first;
+            for &v in trace.reads(op) {
+                if !vars[first..].contains(&v) {
+                    vars.push(v);
+                }
+            }
+            nwrites.push(w as u32);
+            start.push(vars.len() as u32);
+        }
+        OpVars {
+            start,
+            nwrites,
+            vars,
+        }
+    }
+
+    /// The op's vars, each with whether it is written.
+    fn of_op(&self, i: u32) -> impl Iterator<Item = (u32, bool)> + '_ {
+        let s = self.start[i as usize] as usize;
+        let e = self.start[i as usize + 1] as usize;
+        let w = s + self.nwrites[i as usize] as usize;
+        (s..e).map(move |k| (self.vars[k], k < w))
+    }
+}
+
+struct Shared<'a> {
+    trace: &'a Trace,
+    ops: OpVars,
+    /// Var v's state is `vars[v * var_step]` (`--var-stride`).
+    vars: Vec<Mutex<VarQ>>,
+    var_step: usize,
+    /// Op i's count is `pending[i * op_step]` (`--op-stride`).
+    pending: Vec<AtomicU32>,
+    op_step: usize,
+    injector: Injector<u32>,
+    stealers: Vec<Stealer<u32>>,
+    /// Ops each worker completed, all runs together.
+    done: Vec<CachePadded<AtomicU64>>,
+    shutdown: AtomicBool,
+    check: Option<OrderCheck>,
+}
+
+impl Shared<'_> {
+    fn var(&self, v: u32) -> &Mutex<VarQ> {
+        &self.vars[v as usize * self.var_step]
+    }
+
+    fn count(&self, i: u32) -> &AtomicU32 {
+        &self.pending[i as usize * self.op_step]
+    }
+
+    fn completed(&self) -> u64 {
+        self.done.iter().map(|d| d.load(Ordering::Acquire)).sum()
+    }
+
+    /// The pusher's side: appends op `i` to its vars; true when every var
+    /// granted it at once (or it has none), so the caller dispatches it.
+    fn append(&self, i: u32) -> bool {
+        let n = self.ops.of_op(i).count() as u32;
+        self.count(i).store(n + 1, Ordering::Relaxed);
+        let mut granted = 0u32;
+        for (v, write) in self.ops.of_op(i) {
+            let mut q = self.var(v).lock();
+            let free = q.queue.is_empty() && !q.writer;
+            if write {
+                if free && q.readers == 0 {
+                    q.writer = true;
+                    granted += 1;
+                } else {
+                    q.queue.push_back(i | WRITE);
+                }
+            } else if free {
+                q.readers += 1;
+                granted += 1;
+            } else {
+                q.queue.push_back(i);
+            }
+        }
+        // Each var grants the op once: with all granted here no other
+        // thread touches the count, else the last decrement dispatches.
+        granted == n || self.count(i).fetch_sub(granted + 1, Ordering::AcqRel) == granted + 1
+    }
+
+    /// A worker's side: runs op `i`, releases its vars and grants what
+    /// waited; ops made ready go to `next` (the first) and `local`.
+    fn run(&self, i: u32, next: &mut Option<u32>, local: &Worker<u32>, grants: &mut Vec<u32>) {
+        let op = &self.trace.ops[i as usize];
+        if let Some(c) = &self.check {
+            c.start(self.trace, op);
+        }
+        busy(op.body_ns);
+        if let Some(c) = &self.check {
+            c.end(self.trace, op);
+        }
+        for (v, write) in self.ops.of_op(i) {
+            {
+                let mut q = self.var(v).lock();
+                if write {
+                    q.writer = false;
+                } else {
+                    q.readers -= 1;
+                }
+                if !q.writer && q.readers == 0 {
+                    match q.queue.front() {
+                        Some(&j) if j & WRITE != 0 => {
+                            q.queue.pop_front();
+                            q.writer = true;
+                            grants.push(j & !WRITE);
+                        }
+                        _ => {
+                            while let Some(&j) = q.queue.front() {
+                                if j & WRITE != 0 {
+                                    break;
+                                }
+                                q.queue.pop_front();
+                                q.readers += 1;
+                                grants.push(j);
+                            }
+                        }
+                    }
+                }
+            }
+            // Granted after the unlock, as the engine does: each grant is
+            // a locked decrement on a count the pusher wrote.
+            for j in grants.drain(..) {
+                if self.count(j).fetch_sub(1, Ordering::AcqRel) == 1 {
+                    match next {
+                        None => *next = Some(j),
+                        Some(_) => local.push(j),
+                    }
+                }
+            }
+        }
+    }
+
+    fn find(&self, local: &Worker<u32>, me: usize) -> Option<u32> {
+        if let Some(i) = local.pop() {
+            return Some(i);
+        }
+        loop {
+            match self.injector.steal_batch_and_pop(local) {
+                Steal::Success(i) => return Some(i),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        for (k, s) in self.stealers.iter().enumerate() {
+            if k == me {
+                continue;
+            }
+            loop {
+                match s.steal() {
+                    Steal::Success(i) => return Some(i),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+
+    fn worker(&self, local: Worker<u32>, me: usize) {
+        let mut next = None;
+        let mut grants = Vec::new();
+        let mut spins = 0u32;
+        loop {
+            match next.take().or_else(|| self.find(&local, me)) {
+                Some(i) => {
+                    spins = 0;
+                    self.run(i, &mut next, &local, &mut grants);
+                    self.done[me].fetch_add(1, Ordering::Release);
+                }
+                None => {
+                    if self.shutdown.load(Ordering::Acquire) {
+                        return;
+                    }
+                    spins += 1;
+                    if spins.is_multiple_of(SPINS_PER_YIELD) {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+        }
+    }
+
+    /// One timed run: pushes every op in order, then waits for all.
+    /// `base` is the count of ops completed by the runs before.
+    fn push_all(&self, base: u64, max_lead: u64) {
+        let n = self.trace.ops.len();
+        for i in 0..n {
+            if self.append(i as u32) {
+                self.injector.push(i as u32);
+            }
+            if max_lead > 0 && (i + 1) % CHECK_EVERY == 0 {
+                let pushed = base + i as u64 + 1;
+                if pushed - self.completed() > max_lead {
+                    while pushed - self.completed() > max_lead / 2 {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        let all = base + n as u64;
+        while self.completed() < all {
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.parse().unwrap_or_else(|_| {
+                eprintln!("bad value `{v}` for {name}");
+                std::process::exit(2)
+            })
+        })
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let workload: Workload = arg(&args, "--workload", "indep".to_string())
+        .parse()
+        .unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2)
+        });
+    let body_label = arg(&args, "--body-us", "0".to_string());
+    let body_us: f64 = arg(&args, "--body-us", 0.0);
+    let workers: usize = arg(&args, "--workers", 2).max(1);
+    let runs: usize = arg(&args, "--runs", 5).max(1);
+    let max_lead: u64 = arg(&args, "--max-lead", 2048 * workers as u64);
+    if matches!(workload, Workload::Roundtrip | Workload::Priority) {
+        println!(
+            "workload={workload} body_us={body_label} system=lean workers={workers} unsupported"
+        );
+        return;
+    }
+    let spec = Spec {
+        workload,
+        ops: arg(
+            &args,
+            "--ops",
+            if workload == Workload::Fan {
+                10_000
+            } else {
+                1_000_000
+            },
+        ),
+        n: arg(&args, "--n", 1000),
+        vars: arg(&args, "--vars", 0),
+        body_ns: (body_us * 1000.0).round() as u32,
+    };
+    let trace = spec.trace();
+    // Spacing the op counts and the var states out as the engine's op
+    // blocks and vars are (192 bytes each) says what density is worth.
+    let op_stride: usize = arg(&args, "--op-stride", 4);
+    let var_stride: usize = arg(&args, "--var-stride", 0);
+    let op_step = op_stride.div_ceil(std::mem::size_of::<AtomicU32>()).max(1);
+    let var_step = var_stride
+        .div_ceil(std::mem::size_of::<Mutex<VarQ>>())
+        .max(1);
+    let locals: Vec<Worker<u32>> = (0..workers).map(|_| Worker::new_lifo()).collect();
+    let shared = Shared {
+        trace: &trace,
+        ops: OpVars::of(&trace),
+        vars: (0..trace.vars * var_step)
+            .map(|_| Mutex::default())
+            .collect(),
+        var_step,
+        pending: (0..trace.ops.len() * op_step)
+            .map(|_| AtomicU32::new(0))
+            .collect(),
+        op_step,
+        injector: Injector::new(),
+        stealers: locals.iter().map(Worker::stealer).collect(),
+        done: (0..workers)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+        shutdown: AtomicBool::new(false),
+        check: (std::env::var("PEER_CHECK").as_deref() == Ok("1")).then(|| OrderCheck::of(&trace)),
+    };
+    let body_total = trace.total_body_ns() as f64;
+    let (mut ns, mut eff) = (vec![], vec![]);
+    std::thread::scope(|s| {
+        for (me, local) in locals.into_iter().enumerate() {
+            let shared = &shared;
+            std::thread::Builder::new()
+                .name(format!("lean-{me}"))
+                .spawn_scoped(s, move || shared.worker(local, me))
+                .expect("spawn a worker");
+        }
+        for r in 0..=runs {
+            if let Some(c) = &shared.check {
+                c.reset();
+            }
+            let base = shared.completed();
+            let t0 = Instant::now();
+            shared.push_all(base, max_lead);
+            let t = t0.elapsed().as_nanos() as f64;
+            if r == 0 {
+                continue; // warm-up
+            }
+            ns.push(t / trace.ops.len() as f64);
+            eff.push(body_total / (workers as f64 * t));
+        }
+        shared.shutdown.store(true, Ordering::Release);
+    });
+    let s = Summary::of(&ns);
+    let mut line = format!(
+        "workload={workload} body_us={body_label} system=lean workers={workers} ops={} runs={runs} ns_per_op={:.1} min={:.1} max={:.1}",
+        trace.ops.len(),
+        s.median,
+        s.min,
+        s.max
+    );
+    if body_total > 0.0 {
+        line += &format!(" efficiency={:.3}", Summary::of(&eff).median);
+    }
+    if let Some(c) = &shared.check {
+        let violations = c.violations();
+        line += &format!(" order_violations={violations}");
+        println!("{line}");
+        if violations > 0 {
+            std::process::exit(1);
+        }
+        return;
+    }
+    println!("{line}");
+}
