@@ -31,12 +31,16 @@
 //!
 //! usage: depengine-lean-control --workload W [--ops N] [--n N] [--body-us B]
 //! [--workers N] [--runs N] [--vars N] [--max-lead N] [--op-stride B]
-//! [--var-stride B]; prints the line of
+//! [--var-stride B] [--recycle N]; prints the line of
 //! `depengine bench` with `system=lean`. `roundtrip` and `priority` are not
 //! supported (no async ops, no priorities). `--op-stride B` and
 //! `--var-stride B` space the op counts and the var states B bytes apart
 //! (default: dense), as the engine's op blocks and vars are, to see what
-//! density is worth.
+//! density is worth. `--recycle N` hands N op slots round instead, as
+//! the engine's block pool does: the pusher takes a free one for each op
+//! (in batches, from a shared list) and the worker that completes the op
+//! gives it back, so the lines of an op's state go from a worker's core
+//! to the pusher's for every op.
 //!
 //! `PEER_CHECK=1` checks the order the run kept, as the other drivers do
 //! (`depengine::bench::OrderCheck`); the line then ends with
@@ -118,9 +122,15 @@ struct Shared<'a> {
     /// Var v's state is `vars[v * var_step]` (`--var-stride`).
     vars: Vec<Mutex<VarQ>>,
     var_step: usize,
-    /// Op i's count is `pending[i * op_step]` (`--op-stride`).
+    /// The op slots: slot s's count is `pending[s * op_step]`
+    /// (`--op-stride`), and with `--recycle` the op it holds is at
+    /// `pending[s * op_step + 1]`. Without it, slot i is op i's for good.
     pending: Vec<AtomicU32>,
     op_step: usize,
+    /// `--recycle`: the slots free for the pusher to take, given back by
+    /// the workers once their op completed, as the engine's block pool
+    /// hands its op blocks round.
+    free: Option<Injector<u32>>,
     injector: Injector<u32>,
     stealers: Vec<Stealer<u32>>,
     /// Ops each worker completed, all runs together.
@@ -134,19 +144,31 @@ impl Shared<'_> {
         &self.vars[v as usize * self.var_step]
     }
 
-    fn count(&self, i: u32) -> &AtomicU32 {
-        &self.pending[i as usize * self.op_step]
+    fn count(&self, s: u32) -> &AtomicU32 {
+        &self.pending[s as usize * self.op_step]
+    }
+
+    /// The op slot `s` holds.
+    fn op_of(&self, s: u32) -> u32 {
+        match self.free {
+            Some(_) => self.pending[s as usize * self.op_step + 1].load(Ordering::Relaxed),
+            None => s,
+        }
     }
 
     fn completed(&self) -> u64 {
         self.done.iter().map(|d| d.load(Ordering::Acquire)).sum()
     }
 
-    /// The pusher's side: appends op `i` to its vars; true when every var
-    /// granted it at once (or it has none), so the caller dispatches it.
-    fn append(&self, i: u32) -> bool {
+    /// The pusher's side: appends op `i`, in slot `s`, to its vars; true
+    /// when every var granted it at once (or it has none), so the caller
+    /// dispatches it.
+    fn append(&self, i: u32, s: u32) -> bool {
         let n = self.ops.of_op(i).count() as u32;
-        self.count(i).store(n + 1, Ordering::Relaxed);
+        if self.free.is_some() {
+            self.pending[s as usize * self.op_step + 1].store(i, Ordering::Relaxed);
+        }
+        self.count(s).store(n + 1, Ordering::Relaxed);
         let mut granted = 0u32;
         for (v, write) in self.ops.of_op(i) {
             let mut q = self.var(v).lock();
@@ -156,23 +178,24 @@ impl Shared<'_> {
                     q.writer = true;
                     granted += 1;
                 } else {
-                    q.queue.push_back(i | WRITE);
+                    q.queue.push_back(s | WRITE);
                 }
             } else if free {
                 q.readers += 1;
                 granted += 1;
             } else {
-                q.queue.push_back(i);
+                q.queue.push_back(s);
             }
         }
         // Each var grants the op once: with all granted here no other
         // thread touches the count, else the last decrement dispatches.
-        granted == n || self.count(i).fetch_sub(granted + 1, Ordering::AcqRel) == granted + 1
+        granted == n || self.count(s).fetch_sub(granted + 1, Ordering::AcqRel) == granted + 1
     }
 
     /// A worker's side: runs op `i`, releases its vars and grants what
     /// waited; ops made ready go to `next` (the first) and `local`.
-    fn run(&self, i: u32, next: &mut Option<u32>, local: &Worker<u32>, grants: &mut Vec<u32>) {
+    fn run(&self, s: u32, next: &mut Option<u32>, local: &Worker<u32>, grants: &mut Vec<u32>) {
+        let i = self.op_of(s);
         let op = &self.trace.ops[i as usize];
         if let Some(c) = &self.check {
             c.start(self.trace, op);
@@ -219,6 +242,9 @@ impl Shared<'_> {
                     }
                 }
             }
+        }
+        if let Some(free) = &self.free {
+            free.push(s);
         }
     }
 
@@ -276,11 +302,26 @@ impl Shared<'_> {
 
     /// One timed run: pushes every op in order, then waits for all.
     /// `base` is the count of ops completed by the runs before.
-    fn push_all(&self, base: u64, max_lead: u64) {
+    /// With `--recycle`, `cache` holds the free slots the pusher took from
+    /// the shared list in a batch and has not used yet.
+    fn push_all(&self, base: u64, max_lead: u64, cache: &Worker<u32>) {
         let n = self.trace.ops.len();
         for i in 0..n {
-            if self.append(i as u32) {
-                self.injector.push(i as u32);
+            let s = match &self.free {
+                None => i as u32,
+                Some(free) => loop {
+                    if let Some(s) = cache.pop() {
+                        break s;
+                    }
+                    match free.steal_batch_and_pop(cache) {
+                        Steal::Success(s) => break s,
+                        Steal::Retry => {}
+                        Steal::Empty => std::thread::yield_now(),
+                    }
+                },
+            };
+            if self.append(i as u32, s) {
+                self.injector.push(s);
             }
             if max_lead > 0 && (i + 1) % CHECK_EVERY == 0 {
                 let pushed = base + i as u64 + 1;
@@ -350,7 +391,17 @@ fn main() {
     // blocks and vars are (192 bytes each) says what density is worth.
     let op_stride: usize = arg(&args, "--op-stride", 4);
     let var_stride: usize = arg(&args, "--var-stride", 0);
-    let op_step = op_stride.div_ceil(std::mem::size_of::<AtomicU32>()).max(1);
+    // `--recycle N`: N op slots handed round (0: one slot per op, never
+    // reused), each with room for the op it holds.
+    let recycle: usize = arg(&args, "--recycle", 0);
+    let op_step = op_stride
+        .div_ceil(std::mem::size_of::<AtomicU32>())
+        .max(if recycle > 0 { 2 } else { 1 });
+    let slots = if recycle > 0 {
+        recycle
+    } else {
+        trace.ops.len()
+    };
     let var_step = var_stride
         .div_ceil(std::mem::size_of::<Mutex<VarQ>>())
         .max(1);
@@ -362,10 +413,13 @@ fn main() {
             .map(|_| Mutex::default())
             .collect(),
         var_step,
-        pending: (0..trace.ops.len() * op_step)
-            .map(|_| AtomicU32::new(0))
-            .collect(),
+        pending: (0..slots * op_step).map(|_| AtomicU32::new(0)).collect(),
         op_step,
+        free: (recycle > 0).then(|| {
+            let free = Injector::new();
+            (0..recycle as u32).for_each(|s| free.push(s));
+            free
+        }),
         injector: Injector::new(),
         stealers: locals.iter().map(Worker::stealer).collect(),
         done: (0..workers)
@@ -376,6 +430,7 @@ fn main() {
     };
     let body_total = trace.total_body_ns() as f64;
     let (mut ns, mut eff) = (vec![], vec![]);
+    let cache = Worker::new_lifo();
     std::thread::scope(|s| {
         for (me, local) in locals.into_iter().enumerate() {
             let shared = &shared;
@@ -390,7 +445,7 @@ fn main() {
             }
             let base = shared.completed();
             let t0 = Instant::now();
-            shared.push_all(base, max_lead);
+            shared.push_all(base, max_lead, &cache);
             let t = t0.elapsed().as_nanos() as f64;
             if r == 0 {
                 continue; // warm-up
