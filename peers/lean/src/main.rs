@@ -52,7 +52,9 @@ use std::time::Instant;
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 use crossbeam_utils::CachePadded;
-use depengine::bench::{busy, OrderCheck, Spec, Summary, Trace, Workload};
+use depengine::bench::{
+    busy, flag_value, print_checked, DriverResult, OrderCheck, Spec, Trace, Workload,
+};
 use parking_lot::Mutex;
 
 /// Marks a queued write in a var's queue (op ids stay below it).
@@ -340,16 +342,10 @@ impl Shared<'_> {
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| {
-            v.parse().unwrap_or_else(|_| {
-                eprintln!("bad value `{v}` for {name}");
-                std::process::exit(2)
-            })
-        })
-        .unwrap_or(default)
+    flag_value(args, name, default).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    })
 }
 
 fn main() {
@@ -455,25 +451,18 @@ fn main() {
         }
         shared.shutdown.store(true, Ordering::Release);
     });
-    let s = Summary::of(&ns);
-    let mut line = format!(
-        "workload={workload} body_us={body_label} system=lean workers={workers} ops={} runs={runs} ns_per_op={:.1} min={:.1} max={:.1}",
-        trace.ops.len(),
-        s.median,
-        s.min,
-        s.max
-    );
-    if body_total > 0.0 {
-        line += &format!(" efficiency={:.3}", Summary::of(&eff).median);
+    let line = DriverResult {
+        workload,
+        body_label: &body_label,
+        system: "lean",
+        workers,
+        ops: trace.ops.len(),
+        ns_per_op: &ns,
+        efficiency: &eff,
+        body_total_ns: body_total,
     }
-    if let Some(c) = &shared.check {
-        let violations = c.violations();
-        line += &format!(" order_violations={violations}");
-        println!("{line}");
-        if violations > 0 {
-            std::process::exit(1);
-        }
-        return;
+    .line();
+    if !print_checked(line, shared.check.as_ref()) {
+        std::process::exit(1);
     }
-    println!("{line}");
 }

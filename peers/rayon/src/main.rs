@@ -22,7 +22,10 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-use depengine::bench::{busy, quantile, OrderCheck, Spec, Summary, Trace, Workload};
+use depengine::bench::{
+    busy, flag_value, print_checked, quantile, DriverResult, OrderCheck, Spec, Summary, Trace,
+    Workload,
+};
 
 struct Graph {
     succ_start: Vec<u32>,
@@ -106,14 +109,7 @@ fn exec<'s>(s: &rayon::Scope<'s>, mut i: u32, run: &'s Run<'s>) {
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("bad value `{v}` for {name}"))
-        })
-        .unwrap_or(default)
+    flag_value(args, name, default).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn main() {
@@ -197,17 +193,17 @@ fn main() {
             p99.push(quantile(&lat, 0.99) as f64 / 1e3);
         }
     }
-    let s = Summary::of(&ns);
-    let mut line = format!(
-        "workload={workload} body_us={body_label} system=rayon workers={workers} ops={} runs={runs} ns_per_op={:.1} min={:.1} max={:.1}",
-        trace.ops.len(),
-        s.median,
-        s.min,
-        s.max
-    );
-    if body_total > 0.0 {
-        line += &format!(" efficiency={:.3}", Summary::of(&eff).median);
+    let mut line = DriverResult {
+        workload,
+        body_label: &body_label,
+        system: "rayon",
+        workers,
+        ops: trace.ops.len(),
+        ns_per_op: &ns,
+        efficiency: &eff,
+        body_total_ns: body_total,
     }
+    .line();
     if high > 0 {
         line += &format!(
             " p50_us={:.1} p99_us={:.1} makespan_ms={:.1}",
@@ -216,14 +212,7 @@ fn main() {
             Summary::of(&mk).median
         );
     }
-    if let Some(c) = &check {
-        let violations = c.violations();
-        line += &format!(" order_violations={violations}");
-        println!("{line}");
-        if violations > 0 {
-            std::process::exit(1);
-        }
-        return;
+    if !print_checked(line, check.as_ref()) {
+        std::process::exit(1);
     }
-    println!("{line}");
 }
