@@ -398,6 +398,10 @@ fn main() {
     } else {
         trace.ops.len()
     };
+    if slots >= WRITE as usize {
+        eprintln!("{slots} op slots: the queues mark writes with bit 31, so at most {WRITE} - 1");
+        std::process::exit(2);
+    }
     let var_step = var_stride
         .div_ceil(std::mem::size_of::<Mutex<VarQ>>())
         .max(1);
