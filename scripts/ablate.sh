@@ -20,10 +20,12 @@
 #                  build tree is target/ablate/build
 # Prints what scripts/ab.sh prints. A patch that no longer applies to
 # HEAD stops the script before anything runs: the patches name the lines
-# of the commit they were written against (scripts/ablation/README).
+# of the commit they were written against (scripts/ablation/README.md).
 set -euo pipefail
-(($# >= 2)) || { sed -n '2,22p' "$0"; exit 2; }
+(($# >= 2)) || { sed -n '2,23p' "$0"; exit 2; }
 ROUNDS=$1
+# Checked here too, before the builds rather than after them.
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number from 1: $ROUNDS" >&2; exit 2; }
 [[ -r $2 ]] || { echo "no rows file at $2" >&2; exit 2; }
 ROWS=$(realpath "$2")
 shift 2

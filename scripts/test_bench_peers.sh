@@ -218,6 +218,8 @@ echo "ab.sh: 3 checks passed"
 worktrees=$(git worktree list | wc -l)
 if out=$(scripts/ablate.sh 1 "$PEERS/none" 2>&1); then fail "ablate.sh ran without a rows file"; fi
 grep -q 'no rows file' <<<"$out" || fail "no clear refusal of a missing rows file: $out"
+if out=$(scripts/ablate.sh 0 "$PEERS/ab-rows" 2>&1); then fail "ablate.sh ran 0 rounds"; fi
+grep -q 'ROUNDS must be a whole number' <<<"$out" || fail "no clear refusal of 0 rounds: $out"
 printf 'diff --git a/none.rs b/none.rs\n--- a/none.rs\n+++ b/none.rs\n@@ -1 +1 @@\n-a\n+b\n' >"$PEERS/bad.patch"
 if out=$(scripts/ablate.sh 1 "$PEERS/ab-rows" "$PEERS/bad.patch" 2>&1); then
   fail "ablate.sh ran with a patch that does not apply"
@@ -227,4 +229,4 @@ grep -q 'bad.patch does not apply to HEAD' <<<"$out" || fail "no clear refusal o
 for p in scripts/ablation/*.patch; do
   git apply --check "$p" || fail "$p no longer applies: rewrite it against the engine as it is now"
 done
-echo "ablate.sh: 3 checks passed"
+echo "ablate.sh: 4 checks passed"
