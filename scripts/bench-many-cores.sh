@@ -46,6 +46,12 @@
 #                  worker (--deal-pushes), both, a stream, and 4 pushing
 #                  threads on indep; empty and 1 µs indep, 1 µs
 #                  wavefront and random (~220 s)
+#     lean         the default engine against the lean control (peers/
+#                  lean: the engine's protocol with the lightest op) and
+#                  its engine-like layout (lean-like) and rayon, at 16,
+#                  8, 4 and 2 workers: fan, wavefront, randsum and
+#                  random with 0, 1 and 10 µs bodies (240 s, its
+#                  deadline; needs a bundle with the lean control)
 #     first        pairs, granularity, then smallgraphs: one call of
 #                  about 300 s
 #     second       ring, then wake: one call of about 120 s
@@ -66,7 +72,7 @@
 # then 1. Plans are checked before the first runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-(($# > 0)) || { sed -n '2,54p' "$0"; exit 2; }
+(($# > 0)) || { sed -n '2,60p' "$0"; exit 2; }
 
 BUNDLE=${BUNDLE:-.dev/bundle}
 OUT=${OUT:-bench-many-cores-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -78,8 +84,8 @@ for p in "$@"; do
     first) plans+=(pairs granularity smallgraphs) ;;
     second) plans+=(ring wake) ;;
     third) plans+=(profiles peers) ;;
-    alt | pairs | ring | wake | granularity | profiles | peers | smallgraphs) plans+=("$p") ;;
-    *) echo "unknown plan '$p': one of alt, pairs, ring, wake, granularity, profiles, peers, smallgraphs, first, second, third" >&2; exit 2 ;;
+    alt | pairs | ring | wake | granularity | profiles | peers | smallgraphs | lean) plans+=("$p") ;;
+    *) echo "unknown plan '$p': one of alt, pairs, ring, wake, granularity, profiles, peers, smallgraphs, lean, first, second, third" >&2; exit 2 ;;
   esac
 done
 [[ -x $BUNDLE/run.sh ]] ||
@@ -91,6 +97,10 @@ for p in "${plans[@]}"; do
   fi
   if [[ $p == pairs && ! -x $BUNDLE/depengine ]]; then
     echo "plan pairs needs depengine in $BUNDLE: pack the bundle again with scripts/bench-peers-bundle.sh" >&2
+    exit 2
+  fi
+  if [[ $p == lean && ! -x $BUNDLE/peers/lean-target/release/depengine-lean-control ]]; then
+    echo "plan lean needs the lean control in $BUNDLE: build it (scripts/bench-peers.sh with SYSTEMS=lean) and pack the bundle again" >&2
     exit 2
   fi
   if [[ $p == alt && ! -x $BUNDLE/depengine-alt ]]; then
@@ -222,6 +232,15 @@ plan_granularity() {
 # e39b515 or later) beside the peers handed the same graph, and the
 # adaptive one after 300 runs (`rwarm`), past the 257 after which a
 # 16-worker pool tries one helper on runs of up to 3 ms.
+# Whether what the default engine spends beyond the lean control at 2
+# workers on 2 cores (lines of per-op and per-var state crossing cores:
+# BENCHMARKS.md, "The lean control") is what it spends at 16.
+plan_lean() {
+  run_peers lean DEADLINE=240 WORKERS="$(workers 16 8 4 2)" BODIES="0 1 10" \
+    WORKLOADS="fan wavefront randsum random" \
+    SYSTEMS="depengine lean lean-like rayon"
+}
+
 plan_smallgraphs() {
   run_peers smallgraphs DEADLINE=120 WORKERS="$(workers 16 8)" BODIES=0 \
     WORKLOADS="wavefront random fan" WAVE="10 30 50" OPS=2000 FAN_ROUNDS=20 \

@@ -12,8 +12,9 @@
 #     depengine-alt        $DEPENGINE_ALT stripped, when it is set, or the
 #                          release build of commit $ALT_REV: a second build
 #                          for system depengine-alt (an A/B in one run)
-#     peers/               the drivers (stripped rayon peer), MXNet's
-#                          libraries xz-compressed
+#     peers/               the drivers (the rayon peer and the lean
+#                          control stripped), MXNet's libraries
+#                          xz-compressed
 #     lib/                 every other shared library the drivers load,
 #                          but the C library's own
 #     BUILT_FROM           the commit the binaries were built from
@@ -62,6 +63,8 @@ for f in starpu openmp-gomp openmp-libomp tbb_flow mxnet_engine; do
 done
 RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
 [[ -f $RAYON ]] || echo "note: $RAYON is not built; rayon stays out of the bundle" >&2
+LEAN=$PEERS/lean-target/release/depengine-lean-control
+[[ -f $LEAN ]] || echo "note: $LEAN is not built; the lean control stays out of the bundle" >&2
 ((${#DRIVERS[@]} > 0)) || [[ -f $RAYON ]] ||
   { echo "no peer driver in $PEERS: run scripts/bench-peers.sh first" >&2; exit 1; }
 # A bundle packed before is replaced whole: what its runs left there
@@ -89,12 +92,13 @@ if [[ -z ${DEPENGINE_ALT:-} && -n ${ALT_REV:-} ]]; then
   DEPENGINE_ALT=$TARGET/alt-${rev:0:12}/release/depengine
   ALT_FROM=$(git describe --always "$rev")
 fi
-mkdir -p "$OUT/peers/rayon-target/release" "$OUT/peers/mxnet" "$OUT/lib"
+mkdir -p "$OUT/peers/rayon-target/release" "$OUT/peers/lean-target/release" "$OUT/peers/mxnet" "$OUT/lib"
 strip -o "$OUT/depengine" "$TARGET/release/depengine"
 if [[ -n ${DEPENGINE_ALT:-} ]]; then
   strip -o "$OUT/depengine-alt" "$DEPENGINE_ALT"
 fi
 [[ -f $RAYON ]] && strip -o "$OUT/peers/rayon-target/release/depengine-rayon-peer" "$RAYON"
+[[ -f $LEAN ]] && strip -o "$OUT/peers/lean-target/release/depengine-lean-control" "$LEAN"
 ((${#DRIVERS[@]} == 0)) || cp "${DRIVERS[@]}" "$OUT/peers/"
 # MXNet's own libraries (150 MB as they are) travel compressed, with its
 # driver only.

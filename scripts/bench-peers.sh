@@ -44,7 +44,14 @@
 #                  depengine-pooled depengine-naive depengine-serial depengine-alt
 #                  depengine-batch depengine-pushers depengine-stream
 #                  depengine-replay mxnet starpu
-#                  openmp-gomp openmp-libomp tbb-flow rayon ideal
+#                  openmp-gomp openmp-libomp tbb-flow rayon lean lean-like
+#                  ideal
+#                  (lean: not a peer but a yardstick, peers/lean: the
+#                  engine's inference protocol with the lightest op;
+#                  lean-like: the same with its op state handed round and
+#                  spaced out as the engine's, --recycle 8192 --op-stride
+#                  192 --var-stride 192; BENCHMARKS.md, "The lean
+#                  control"; not for priority or roundtrip)
 #                  (depengine-batch: depengine pushing through Engine::batch,
 #                  $BATCH ops per batch, default 256)
 #                  (depengine-stream: depengine taking the ops as a stream,
@@ -84,7 +91,8 @@
 #                  ends in time with its tables (unset: no deadline)
 #   NO_INSTALL=1   skip apt-get / pip (use what is installed)
 #   NO_BUILD=1     skip building too: run the binaries already in $PEERS
-#                  (the drivers, rayon-target/release/depengine-rayon-peer)
+#                  (the drivers, rayon-target/release/depengine-rayon-peer,
+#                  lean-target/release/depengine-lean-control)
 #                  and $DEPENGINE, e.g. built on one machine, run on another
 #   PEERS=DIR      where the drivers, traces and results live
 #                  (default: $CARGO_TARGET_DIR/peers)
@@ -163,8 +171,11 @@ if [[ -z ${NO_BUILD:-} ]]; then
   has tbb-flow && g++ -O2 -std=c++17 -o "$PEERS/tbb_flow" peers/tbb_flow.cpp -ltbb -lpthread
   has rayon && CARGO_TARGET_DIR=$PEERS/rayon-target \
     cargo build --release --quiet --manifest-path peers/rayon/Cargo.toml
+  { has lean || has lean-like; } && CARGO_TARGET_DIR=$PEERS/lean-target \
+    cargo build --release --quiet --manifest-path peers/lean/Cargo.toml
 fi
 RAYON=$PEERS/rayon-target/release/depengine-rayon-peer
+LEAN=$PEERS/lean-target/release/depengine-lean-control
 
 export STARPU_SILENT=1 STARPU_HOME=$PEERS/starpu-home OMP_MAX_TASK_PRIORITY=1
 RESULTS=$PEERS/results-$(date -u +%Y%m%dT%H%M%SZ).txt
@@ -325,6 +336,10 @@ for wl in $WORKLOADS; do
             openmp-gomp|openmp-libomp) run "$tag" "$PEERS/$sys" "$wl" "$body" "$w" "$RUNS" "$src" ;;
             tbb-flow) run "$tag" "$PEERS/tbb_flow" "$wl" "$body" "$w" "$RUNS" "$src" ;;
             rayon) run "$tag" "$RAYON" "${args[@]}" --workers "$w" --runs "$RUNS" ;;
+            lean) run "$tag" "$LEAN" "${args[@]}" --workers "$w" --runs "$RUNS" ;;
+            lean-like)
+              run "$tag" "$LEAN" "${args[@]}" --workers "$w" --runs "$RUNS" \
+                --recycle 8192 --op-stride 192 --var-stride 192 ;;
             ideal)
               # Empty bodies take no time in the ideal schedule: no line.
               if [[ $wl == roundtrip ]]; then

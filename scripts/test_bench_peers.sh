@@ -51,6 +51,19 @@ grep -q '^workload=indep body_us=0 system=depengine-tune-bad workers=1 failed rc
 grep -q '^| indep | 0 | 1 | timeout | fail |' <<<"$out" || fail "the table should say timeout and fail:"$'\n'"$out"
 echo "bench-peers.sh TIMEOUT: 1 check passed"
 
+# The lean control's two systems, through a stand-in driver that prints
+# the flags it was given: lean-like adds the engine-like layout.
+mkdir -p "$PEERS/lean-target/release"
+printf '#!/usr/bin/env bash\necho "workload=indep body_us=0 system=lean workers=1 ns_per_op=1.0 min=1.0 max=1.0 args=$*"\n' \
+  >"$PEERS/lean-target/release/depengine-lean-control"
+chmod +x "$PEERS/lean-target/release/depengine-lean-control"
+out=$(tiny BODIES=0 SYSTEMS="lean lean-like" 2>&1)
+grep -q '^workload=indep body_us=0 system=lean workers=1 .*args=--workload indep .*--workers 1 --runs 1$' <<<"$out" ||
+  fail "lean should run the driver with the row's flags:"$'\n'"$out"
+grep -q '^workload=indep body_us=0 system=lean-like workers=1 .*--runs 1 --recycle 8192 --op-stride 192 --var-stride 192$' <<<"$out" ||
+  fail "lean-like should add the engine-like layout:"$'\n'"$out"
+echo "bench-peers.sh lean: 1 check passed"
+
 # scripts/profile-push.sh, through a stand-in for perf that records
 # nothing and reports canned samples: the script's own logic (which
 # symbols it annotates, what it writes, how it fails) is what is checked.
@@ -159,6 +172,19 @@ if out=$(BUNDLE=$FB OUT=$mc-nodep scripts/bench-many-cores.sh pairs 2>&1); then
   fail "pairs ran on a bundle without depengine:"$'\n'"$out"
 fi
 grep -q 'plan pairs needs depengine' <<<"$out" || fail "no clear refusal of pairs without depengine: $out"
+# lean: refused while the bundle has no lean control, then its settings.
+if out=$(BUNDLE=$FB OUT=$mc-nolean scripts/bench-many-cores.sh lean 2>&1); then
+  fail "lean ran on a bundle without the lean control:"$'\n'"$out"
+fi
+grep -q 'plan lean needs the lean control' <<<"$out" && [[ ! -e $mc-nolean ]] ||
+  fail "no clear refusal of lean without the lean control: $out"
+mkdir -p "$FB/peers/lean-target/release"
+printf '#!/bin/sh\n' >"$FB/peers/lean-target/release/depengine-lean-control"
+chmod +x "$FB/peers/lean-target/release/depengine-lean-control"
+out=$(BUNDLE=$FB OUT=$mc-lean scripts/bench-many-cores.sh lean 2>&1) || fail "lean failed:"$'\n'"$out"
+grep -q '^WORKERS=16 8 4 2 SYSTEMS=depengine lean lean-like rayon TUNE_old= TUNE_full= OPS=200000$' \
+  "$mc-lean"/lean-results-*.txt || fail "lean ran with other settings: $(cat "$mc-lean"/lean-results-*.txt)"
+rm -r "$FB/peers/lean-target"
 # DRY: 2 workers and small sizes.
 out=$(DRY=1 BUNDLE=$FB OUT=$mc-dry scripts/bench-many-cores.sh peers 2>&1) || fail "DRY=1 peers failed:"$'\n'"$out"
 grep -q '^WORKERS=2 .*OPS=2000$' "$mc-dry"/peers-results-*.txt || fail "DRY=1 did not shrink: $(cat "$mc-dry"/peers-results-*.txt)"
@@ -181,7 +207,7 @@ for args in "first nope" "profiles"; do
   [[ ! -e $mc-refused ]] || fail "'$args' was refused only after it started: $(ls "$mc-refused")"
 done
 grep -q "pack it with PERF=1" <<<"$out" || fail "no clear error for profiles without perf: $out"
-echo "bench-many-cores.sh: 9 checks passed"
+echo "bench-many-cores.sh: 10 checks passed"
 
 # scripts/ab.sh: every row with every variant each round, the order
 # reversed in even rounds, a failed process counted and left out of the
