@@ -194,8 +194,9 @@ impl Shared<'_> {
         granted == n || self.count(s).fetch_sub(granted + 1, Ordering::AcqRel) == granted + 1
     }
 
-    /// A worker's side: runs op `i`, releases its vars and grants what
-    /// waited; ops made ready go to `next` (the first) and `local`.
+    /// A worker's side: runs the op in slot `s`, releases its vars and
+    /// grants what waited; ops made ready go to `next` (the first) and
+    /// `local`. With `--recycle` the slot then goes back to the free list.
     fn run(&self, s: u32, next: &mut Option<u32>, local: &Worker<u32>, grants: &mut Vec<u32>) {
         let i = self.op_of(s);
         let op = &self.trace.ops[i as usize];
