@@ -3,6 +3,7 @@
 //! which is the line of `depengine bench` so that the harness reads every
 //! system alike.
 
+use std::fmt::Display;
 use std::str::FromStr;
 
 use super::{OrderCheck, Summary, Workload};
@@ -12,7 +13,8 @@ use super::{OrderCheck, Summary, Workload};
 ///
 /// # Errors
 ///
-/// A message naming the flag and the value when the value does not parse.
+/// A message naming the flag and the value, and why it does not parse,
+/// when it does not; or saying that the flag has no value.
 ///
 /// # Examples
 ///
@@ -24,16 +26,32 @@ use super::{OrderCheck, Summary, Workload};
 /// let bad: Vec<String> = ["driver", "--ops", "many"].map(String::from).into();
 /// assert!(flag_value(&bad, "--ops", 1usize).unwrap_err().contains("`many` for --ops"));
 /// ```
-pub fn flag_value<T: FromStr>(args: &[String], name: &str, default: T) -> Result<T, String> {
+pub fn flag_value<T: FromStr>(args: &[String], name: &str, default: T) -> Result<T, String>
+where
+    T::Err: Display,
+{
     match args.iter().position(|a| a == name) {
         None => Ok(default),
         Some(i) => {
             let v = args
                 .get(i + 1)
                 .ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse().map_err(|_| format!("bad value `{v}` for {name}"))
+            v.parse()
+                .map_err(|e| format!("bad value `{v}` for {name}: {e}"))
         }
     }
+}
+
+/// [`flag_value`] for a driver's `main`: on an error, prints it and exits
+/// with status 2, as a command-line tool refuses bad usage.
+pub fn flag_or_exit<T: FromStr>(args: &[String], name: &str, default: T) -> T
+where
+    T::Err: Display,
+{
+    flag_value(args, name, default).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    })
 }
 
 /// One run's result as a driver prints it.
@@ -119,6 +137,14 @@ mod tests {
             ..r
         };
         assert!(!empty.line().contains("efficiency"));
+    }
+
+    #[test]
+    fn a_bad_value_says_why_it_does_not_parse() {
+        let args: Vec<String> = ["driver", "--workload", "nope"].map(String::from).into();
+        let e = flag_value(&args, "--workload", Workload::Indep).unwrap_err();
+        assert!(e.starts_with("bad value `nope` for --workload: "), "{e}");
+        assert!(e.contains("expected one of"), "{e}");
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::{Engine, EngineError};
 
 pub use check::OrderCheck;
 pub use cpu::{account_cpu, account_cpu_threads, cpu_accounting_supported, CpuUse};
-pub use driver::{flag_value, print_checked, DriverResult};
+pub use driver::{flag_or_exit, flag_value, print_checked, DriverResult};
 pub use ideal::{ideal_schedule, IdealSchedule};
 pub use run::{
     busy, roundtrip, run_trace, run_trace_batched, run_trace_pushers, run_trace_replay,

@@ -53,7 +53,7 @@ use std::time::Instant;
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use depengine::bench::{
-    busy, flag_value, print_checked, DriverResult, OrderCheck, Spec, Trace, Workload,
+    busy, flag_or_exit as arg, print_checked, DriverResult, OrderCheck, Spec, Trace, Workload,
 };
 use parking_lot::Mutex;
 
@@ -342,21 +342,9 @@ impl Shared<'_> {
     }
 }
 
-fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
-    flag_value(args, name, default).unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(2)
-    })
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let workload: Workload = arg(&args, "--workload", "indep".to_string())
-        .parse()
-        .unwrap_or_else(|e| {
-            eprintln!("{e}");
-            std::process::exit(2)
-        });
+    let workload: Workload = arg(&args, "--workload", Workload::Indep);
     let body_label = arg(&args, "--body-us", "0".to_string());
     let body_us: f64 = arg(&args, "--body-us", 0.0);
     let workers: usize = arg(&args, "--workers", 2).max(1);

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use depengine::bench::{
-    busy, flag_value, print_checked, quantile, DriverResult, OrderCheck, Spec, Summary, Trace,
-    Workload,
+    busy, flag_or_exit as arg, print_checked, quantile, DriverResult, OrderCheck, Spec, Summary,
+    Trace, Workload,
 };
 
 struct Graph {
@@ -108,15 +108,9 @@ fn exec<'s>(s: &rayon::Scope<'s>, mut i: u32, run: &'s Run<'s>) {
     }
 }
 
-fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
-    flag_value(args, name, default).unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let workload: Workload = arg(&args, "--workload", "indep".to_string())
-        .parse()
-        .expect("workload");
+    let workload: Workload = arg(&args, "--workload", Workload::Indep);
     let default_ops = match workload {
         Workload::Fan => 10_000,
         Workload::Priority => 200_000,
