@@ -31,7 +31,8 @@
 //!
 //! usage: depengine-lean-control --workload W [--ops N] [--n N] [--body-us B]
 //! [--workers N] [--runs N] [--vars N] [--max-lead N] [--op-stride B]
-//! [--var-stride B] [--recycle N]; prints the line of
+//! [--var-stride B] [--recycle N [--recycle-order shared|batched|ring]];
+//! prints the line of
 //! `depengine bench` with `system=lean`. `roundtrip` and `priority` are not
 //! supported (no async ops, no priorities). `--op-stride B` and
 //! `--var-stride B` space the op counts and the var states B bytes apart
@@ -40,7 +41,11 @@
 //! the engine's block pool does: the pusher takes a free one for each op
 //! (in batches, from a shared list) and the worker that completes the op
 //! gives it back, so the lines of an op's state go from a worker's core
-//! to the pusher's for every op.
+//! to the pusher's for every op. `--recycle-order` says how they go
+//! round: `shared` (the default) through one queue, a slot at a time;
+//! `batched` in batches of 64 through a locked list, as the engine's
+//! pool moves its blocks; `ring` in address order, the k-th op pushed
+//! taking slot k mod N once the op that held it has completed.
 //!
 //! `PEER_CHECK=1` checks the order the run kept, as the other drivers do
 //! (`depengine::bench::OrderCheck`); the line then ends with
@@ -63,6 +68,27 @@ const WRITE: u32 = 1 << 31;
 const CHECK_EVERY: usize = 256;
 /// Looks an idle worker spins between two yields.
 const SPINS_PER_YIELD: u32 = 64;
+/// Slots given back at once with `--recycle-order batched`, as the
+/// engine's block pool moves its blocks.
+const BATCH: usize = 64;
+
+/// How `--recycle` hands the op slots round (`--recycle-order`).
+// One value per run, in place: boxing the injector would add a load to
+// every take and give of `shared`, whose figures predate the others.
+#[allow(clippy::large_enum_variant)]
+enum Recycle {
+    /// `shared` (the default): each completed slot goes back on its own
+    /// through one queue that every worker and the pusher use.
+    Shared(Injector<u32>),
+    /// `batched`, as the engine's block pool: a worker gives slots back
+    /// in batches of [`BATCH`] through a locked list, which the pusher
+    /// takes the newest batch of.
+    Batched(Mutex<Vec<Vec<u32>>>),
+    /// `ring`: the k-th op pushed takes slot k mod N, so the pusher walks
+    /// the slots in address order; it waits, if need be, for the op that
+    /// held the slot to complete (the slot's third word is 1 meanwhile).
+    Ring(u64),
+}
 
 /// One var's state, under its lock.
 #[derive(Default)]
@@ -129,10 +155,10 @@ struct Shared<'a> {
     /// `pending[s * op_step + 1]`. Without it, slot i is op i's for good.
     pending: Vec<AtomicU32>,
     op_step: usize,
-    /// `--recycle`: the slots free for the pusher to take, given back by
-    /// the workers once their op completed, as the engine's block pool
-    /// hands its op blocks round.
-    free: Option<Injector<u32>>,
+    /// `--recycle`: how the slots go round, given back by the workers
+    /// once their op completed, as the engine's block pool hands its op
+    /// blocks round.
+    recycle: Option<Recycle>,
     injector: Injector<u32>,
     stealers: Vec<Stealer<u32>>,
     /// Ops each worker completed, all runs together.
@@ -152,7 +178,7 @@ impl Shared<'_> {
 
     /// The op slot `s` holds.
     fn op_of(&self, s: u32) -> u32 {
-        match self.free {
+        match self.recycle {
             Some(_) => self.pending[s as usize * self.op_step + 1].load(Ordering::Relaxed),
             None => s,
         }
@@ -167,7 +193,7 @@ impl Shared<'_> {
     /// dispatches it.
     fn append(&self, i: u32, s: u32) -> bool {
         let n = self.ops.of_op(i).count() as u32;
-        if self.free.is_some() {
+        if self.recycle.is_some() {
             self.pending[s as usize * self.op_step + 1].store(i, Ordering::Relaxed);
         }
         self.count(s).store(n + 1, Ordering::Relaxed);
@@ -196,8 +222,16 @@ impl Shared<'_> {
 
     /// A worker's side: runs the op in slot `s`, releases its vars and
     /// grants what waited; ops made ready go to `next` (the first) and
-    /// `local`. With `--recycle` the slot then goes back to the free list.
-    fn run(&self, s: u32, next: &mut Option<u32>, local: &Worker<u32>, grants: &mut Vec<u32>) {
+    /// `local`. With `--recycle` the slot then goes back (through `give`
+    /// with `--recycle-order batched`).
+    fn run(
+        &self,
+        s: u32,
+        next: &mut Option<u32>,
+        local: &Worker<u32>,
+        grants: &mut Vec<u32>,
+        give: &mut Vec<u32>,
+    ) {
         let i = self.op_of(s);
         let op = &self.trace.ops[i as usize];
         if let Some(c) = &self.check {
@@ -246,8 +280,18 @@ impl Shared<'_> {
                 }
             }
         }
-        if let Some(free) = &self.free {
-            free.push(s);
+        match &self.recycle {
+            None => {}
+            Some(Recycle::Shared(free)) => free.push(s),
+            Some(Recycle::Batched(list)) => {
+                give.push(s);
+                if give.len() == BATCH {
+                    list.lock().push(std::mem::take(give));
+                }
+            }
+            Some(Recycle::Ring(_)) => {
+                self.pending[s as usize * self.op_step + 2].store(0, Ordering::Release)
+            }
         }
     }
 
@@ -280,12 +324,13 @@ impl Shared<'_> {
     fn worker(&self, local: Worker<u32>, me: usize) {
         let mut next = None;
         let mut grants = Vec::new();
+        let mut give = Vec::new();
         let mut spins = 0u32;
         loop {
             match next.take().or_else(|| self.find(&local, me)) {
                 Some(i) => {
                     spins = 0;
-                    self.run(i, &mut next, &local, &mut grants);
+                    self.run(i, &mut next, &local, &mut grants, &mut give);
                     self.done[me].fetch_add(1, Ordering::Release);
                 }
                 None => {
@@ -305,14 +350,32 @@ impl Shared<'_> {
 
     /// One timed run: pushes every op in order, then waits for all.
     /// `base` is the count of ops completed by the runs before.
-    /// With `--recycle`, `cache` holds the free slots the pusher took from
-    /// the shared list in a batch and has not used yet.
-    fn push_all(&self, base: u64, max_lead: u64, cache: &Worker<u32>) {
+    /// With `--recycle`, `cache` (`shared`) or `take` (`batched`) holds
+    /// the free slots the pusher took in a batch and has not used yet.
+    fn push_all(&self, base: u64, max_lead: u64, cache: &Worker<u32>, take: &mut Vec<u32>) {
         let n = self.trace.ops.len();
         for i in 0..n {
-            let s = match &self.free {
+            let s = match &self.recycle {
                 None => i as u32,
-                Some(free) => loop {
+                Some(Recycle::Batched(list)) => loop {
+                    if let Some(s) = take.pop() {
+                        break s;
+                    }
+                    match list.lock().pop() {
+                        Some(batch) => *take = batch,
+                        None => std::thread::yield_now(),
+                    }
+                },
+                Some(Recycle::Ring(slots)) => {
+                    let s = ((base + i as u64) % slots) as usize;
+                    let busy = &self.pending[s * self.op_step + 2];
+                    while busy.load(Ordering::Acquire) != 0 {
+                        std::thread::yield_now();
+                    }
+                    busy.store(1, Ordering::Relaxed);
+                    s as u32
+                }
+                Some(Recycle::Shared(free)) => loop {
                     if let Some(s) = cache.pop() {
                         break s;
                     }
@@ -379,9 +442,29 @@ fn main() {
     // `--recycle N`: N op slots handed round (0: one slot per op, never
     // reused), each with room for the op it holds.
     let recycle: usize = arg(&args, "--recycle", 0);
-    let op_step = op_stride
-        .div_ceil(std::mem::size_of::<AtomicU32>())
-        .max(if recycle > 0 { 2 } else { 1 });
+    let order: String = arg(&args, "--recycle-order", "shared".to_string());
+    if !matches!(order.as_str(), "shared" | "batched" | "ring") {
+        eprintln!("--recycle-order {order}: expected shared, batched or ring");
+        std::process::exit(2);
+    }
+    // Slots held back in the workers' partial batches must leave the
+    // pusher some, or it would wait for a batch that never fills.
+    if order == "batched" && recycle > 0 && recycle < BATCH * (workers + 1) {
+        eprintln!(
+            "--recycle {recycle} --recycle-order batched: at least {} slots for {workers} workers",
+            BATCH * (workers + 1)
+        );
+        std::process::exit(2);
+    }
+    // A slot holds the op's count, with `--recycle` the op, and in a
+    // ring whether its op is still in flight.
+    let op_step = op_stride.div_ceil(std::mem::size_of::<AtomicU32>()).max(
+        match (recycle > 0, order.as_str()) {
+            (false, _) => 1,
+            (true, "ring") => 3,
+            (true, _) => 2,
+        },
+    );
     let slots = if recycle > 0 {
         recycle
     } else {
@@ -404,10 +487,17 @@ fn main() {
         var_step,
         pending: (0..slots * op_step).map(|_| AtomicU32::new(0)).collect(),
         op_step,
-        free: (recycle > 0).then(|| {
-            let free = Injector::new();
-            (0..recycle as u32).for_each(|s| free.push(s));
-            free
+        recycle: (recycle > 0).then(|| match order.as_str() {
+            "batched" => {
+                let all: Vec<u32> = (0..recycle as u32).collect();
+                Recycle::Batched(Mutex::new(all.chunks(BATCH).map(<[u32]>::to_vec).collect()))
+            }
+            "ring" => Recycle::Ring(recycle as u64),
+            _ => {
+                let free = Injector::new();
+                (0..recycle as u32).for_each(|s| free.push(s));
+                Recycle::Shared(free)
+            }
         }),
         injector: Injector::new(),
         stealers: locals.iter().map(Worker::stealer).collect(),
@@ -420,6 +510,7 @@ fn main() {
     let body_total = trace.total_body_ns() as f64;
     let (mut ns, mut eff) = (vec![], vec![]);
     let cache = Worker::new_lifo();
+    let mut take = Vec::new();
     std::thread::scope(|s| {
         for (me, local) in locals.into_iter().enumerate() {
             let shared = &shared;
@@ -434,7 +525,7 @@ fn main() {
             }
             let base = shared.completed();
             let t0 = Instant::now();
-            shared.push_all(base, max_lead, &cache);
+            shared.push_all(base, max_lead, &cache, &mut take);
             let t = t0.elapsed().as_nanos() as f64;
             if r == 0 {
                 continue; // warm-up
