@@ -48,10 +48,11 @@
 #                  ideal
 #                  (lean: not a peer but a yardstick, peers/lean: the
 #                  engine's inference protocol with the lightest op;
-#                  lean-like: the same with its op state handed round and
-#                  spaced out as the engine's, --recycle 8192 --op-stride
-#                  192 --var-stride 192; BENCHMARKS.md, "The lean
-#                  control"; not for priority or roundtrip)
+#                  lean-like: the same with its op state handed round in
+#                  batches and spaced out as the engine's, --recycle 8192
+#                  --recycle-order batched --op-stride 192 --var-stride
+#                  192; BENCHMARKS.md, "The lean control"; not for
+#                  priority or roundtrip)
 #                  (depengine-batch: depengine pushing through Engine::batch,
 #                  $BATCH ops per batch, default 256)
 #                  (depengine-stream: depengine taking the ops as a stream,
@@ -339,7 +340,7 @@ for wl in $WORKLOADS; do
             lean) run "$tag" "$LEAN" "${args[@]}" --workers "$w" --runs "$RUNS" ;;
             lean-like)
               run "$tag" "$LEAN" "${args[@]}" --workers "$w" --runs "$RUNS" \
-                --recycle 8192 --op-stride 192 --var-stride 192 ;;
+                --recycle 8192 --recycle-order batched --op-stride 192 --var-stride 192 ;;
             ideal)
               # Empty bodies take no time in the ideal schedule: no line.
               if [[ $wl == roundtrip ]]; then

@@ -60,7 +60,7 @@ chmod +x "$PEERS/lean-target/release/depengine-lean-control"
 out=$(tiny BODIES=0 SYSTEMS="lean lean-like" 2>&1)
 grep -q '^workload=indep body_us=0 system=lean workers=1 .*args=--workload indep .*--workers 1 --runs 1$' <<<"$out" ||
   fail "lean should run the driver with the row's flags:"$'\n'"$out"
-grep -q '^workload=indep body_us=0 system=lean-like workers=1 .*--runs 1 --recycle 8192 --op-stride 192 --var-stride 192$' <<<"$out" ||
+grep -q '^workload=indep body_us=0 system=lean-like workers=1 .*--runs 1 --recycle 8192 --recycle-order batched --op-stride 192 --var-stride 192$' <<<"$out" ||
   fail "lean-like should add the engine-like layout:"$'\n'"$out"
 echo "bench-peers.sh lean: 1 check passed"
 
