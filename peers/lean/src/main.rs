@@ -447,6 +447,10 @@ fn main() {
         eprintln!("--recycle-order {order}: expected shared, batched or ring");
         std::process::exit(2);
     }
+    if recycle == 0 && args.iter().any(|a| a == "--recycle-order") {
+        eprintln!("--recycle-order {order}: only with --recycle N (N slots to hand round)");
+        std::process::exit(2);
+    }
     // Slots held back in the workers' partial batches must leave the
     // pusher some, or it would wait for a batch that never fills.
     if order == "batched" && recycle > 0 && recycle < BATCH * (workers + 1) {
