@@ -58,7 +58,7 @@ mod fill;
 mod help;
 mod wait;
 
-use fill::fill_vars;
+use fill::{fill_vars, Picked};
 
 engine_thread_local! {
     /// Id of the engine whose op body runs on this thread right now (0: none).
@@ -480,7 +480,12 @@ impl Core {
             v.inner.prefetch_read_only();
             self.var_usable(v, check_deleted)
         };
-        if !(desc.reads.all(usable) && desc.writes.all(usable)) {
+        let mut picked = Picked::new();
+        let all_usable = match picked.pick(&desc.reads, &desc.writes, usable) {
+            Some(ok) => ok,
+            None => desc.reads.all(usable) && desc.writes.all(usable),
+        };
+        if !all_usable {
             desc.reads
                 .try_each(|v| self.check_var(v, &desc.name, check_deleted))?;
             desc.writes
@@ -503,7 +508,11 @@ impl Core {
         block.priority = desc.priority;
         block.bump_version = !internal;
         *block.poisoned.get_mut() = false;
-        fill_vars(&mut block, &desc.reads, &desc.writes);
+        if picked.taken() {
+            picked.fill(&mut block);
+        } else {
+            fill_vars(&mut block, &desc.reads, &desc.writes);
+        }
         let nvars = block.vars.len();
         block.wait.store(nvars + 1, Ordering::Relaxed);
         let deletes = block.property == Property::DeleteVar;

@@ -547,6 +547,15 @@ pub(crate) fn append_all(
     if n == 2 {
         return append_two(op, reads, writes, deletes);
     }
+    if n == 3 {
+        let all = |i: usize| -> (&VarSlot, bool) {
+            match writes.get(i) {
+                Some(v) => (v, true),
+                None => (&reads[i - writes.len()], false),
+            }
+        };
+        return append_three(op, [all(0), all(1), all(2)], deletes);
+    }
     // The op's vars, writes first: the order in which the locks are tried.
     let all = |i: usize| -> (&VarSlot, bool) {
         match writes.get(i) {
@@ -580,18 +589,7 @@ pub(crate) fn append_all(
             // no other guard for it is alive. Dropping the guard unlocks.
             drop(unsafe { all(i).0.hot.state.reclaim() });
         }
-        // Var ids are unique within an engine and all vars of an op belong
-        // to one engine (checked at push), so they give a total lock order;
-        // unlike addresses, the same in every run, which loom's replays
-        // rely on. `fill_vars` already sorts the reads and the writes of an
-        // op with more than 32 vars by id, so for those the sort below only
-        // merges two sorted runs.
-        let mut order: smallvec::SmallVec<[(u64, &VarSlot); APPEND_INLINE]> =
-            (0..n).map(|i| (all(i).0.id.id, all(i).0)).collect();
-        order.sort_unstable_by_key(|o| o.0);
-        for (_, v) in order {
-            v.hot.state.lock().leak();
-        }
+        lock_in_id_order((0..n).map(|i| all(i).0));
     }
     // Every lock is held before the first append (two-phase locking); the
     // appends themselves may go in any order.
@@ -600,15 +598,8 @@ pub(crate) fn append_all(
     for i in 0..n {
         let (var, is_write) = all(i);
         // SAFETY: this thread holds every lock of the op, through leaked
-        // guards; this guard is the only one for this var's lock, and it
-        // is leaked again below.
-        let mut g = unsafe { var.hot.state.reclaim() };
-        let a = if is_write {
-            var.append_write_locked(&mut g, op, deletes)
-        } else {
-            var.append_read_locked(&mut g, op)
-        };
-        g.leak();
+        // guards.
+        let a = unsafe { append_held(var, is_write, op, deletes) };
         granted += a.granted as usize;
         after_delete |= a.after_delete;
     }
@@ -617,9 +608,7 @@ pub(crate) fn append_all(
         // locks are released (`fast_write.rs`).
         for var in writes {
             // SAFETY: as above.
-            let mut g = unsafe { var.hot.state.reclaim() };
-            var.make_fast_write_locked(&mut g, op, false);
-            g.leak();
+            unsafe { make_fast_write_held(var, op) };
         }
     }
     for i in 0..n {
@@ -627,6 +616,106 @@ pub(crate) fn append_all(
         drop(unsafe { all(i).0.hot.state.reclaim() });
     }
     (granted, after_delete)
+}
+
+/// [`append_all`] for three vars (writes first): the same locking, over
+/// an array whose loops the compiler unrolls.
+///
+/// Why: the general path's loops reach each var through the index of
+/// the two lists, at every pass; an op of three vars (the `wavefront`
+/// grid's) spent about 30 instructions a push on it (callgrind).
+#[inline(always)]
+fn append_three(op: OpPtr, vars: [(&VarSlot, bool); 3], deletes: bool) -> (usize, bool) {
+    let mut taken = 0;
+    while taken < vars.len() {
+        match vars[taken].0.hot.state.try_lock() {
+            Some(g) => g.leak(),
+            None => break,
+        }
+        taken += 1;
+    }
+    if taken < vars.len() {
+        for (var, _) in &vars[..taken] {
+            // SAFETY: this thread took the lock above and leaked its guard;
+            // no other guard for it is alive. Dropping the guard unlocks.
+            drop(unsafe { var.hot.state.reclaim() });
+        }
+        lock_in_id_order(vars.iter().map(|v| v.0));
+    }
+    let mut granted = 0;
+    let mut after_delete = false;
+    for (var, is_write) in vars {
+        // SAFETY: this thread holds every lock of the op (leaked guards).
+        let a = unsafe { append_held(var, is_write, op, deletes) };
+        granted += a.granted as usize;
+        after_delete |= a.after_delete;
+    }
+    if granted == vars.len() {
+        for (var, is_write) in vars {
+            if is_write {
+                // SAFETY: as above.
+                unsafe { make_fast_write_held(var, op) };
+            }
+        }
+    }
+    for (var, _) in vars {
+        // SAFETY: as above; dropping this guard releases the lock.
+        drop(unsafe { var.hot.state.reclaim() });
+    }
+    (granted, after_delete)
+}
+
+/// Takes every lock of `vars` in var-id order, leaking the guards: the
+/// way of [`append_all`] when a tried lock is held elsewhere.
+///
+/// Var ids are unique within an engine and all vars of an op belong to
+/// one engine (checked at push), so they give a total lock order; unlike
+/// addresses, the same in every run, which loom's replays rely on.
+/// `fill_vars` already sorts the reads and the writes of an op with more
+/// than 32 vars by id, so for those the sort only merges two sorted runs.
+#[cold]
+fn lock_in_id_order<'v>(vars: impl Iterator<Item = &'v VarSlot>) {
+    let mut order: smallvec::SmallVec<[(u64, &VarSlot); APPEND_INLINE]> =
+        vars.map(|v| (v.id.id, v)).collect();
+    order.sort_unstable_by_key(|o| o.0);
+    for (_, v) in order {
+        v.hot.state.lock().leak();
+    }
+}
+
+/// Appends the op to `var`, whose lock this thread holds through a
+/// leaked guard, and leaks the guard again.
+///
+/// # Safety
+///
+/// The calling thread took `var`'s lock and leaked its guard; no other
+/// guard for it is alive.
+#[inline(always)]
+unsafe fn append_held(var: &VarSlot, is_write: bool, op: OpPtr, deletes: bool) -> Appended {
+    // SAFETY: per the contract, this is the only guard of a lock this
+    // thread holds; it is leaked again below, so the lock stays held.
+    let mut g = unsafe { var.hot.state.reclaim() };
+    let a = if is_write {
+        var.append_write_locked(&mut g, op, deletes)
+    } else {
+        var.append_read_locked(&mut g, op)
+    };
+    g.leak();
+    a
+}
+
+/// Makes the op, granted every var at its push, the fast write of
+/// `var` (`fast_write.rs`); the lock stays held.
+///
+/// # Safety
+///
+/// As [`append_held`].
+#[inline(always)]
+unsafe fn make_fast_write_held(var: &VarSlot, op: OpPtr) {
+    // SAFETY: as in `append_held`.
+    let mut g = unsafe { var.hot.state.reclaim() };
+    var.make_fast_write_locked(&mut g, op, false);
+    g.leak();
 }
 
 /// [`append_all`] for two vars (one read and one write, or two of a kind):
