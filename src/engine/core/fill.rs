@@ -317,9 +317,71 @@ mod dedup_tests {
 
 #[cfg(all(test, not(loom)))]
 mod fill_tests {
-    use super::fill_vars;
+    use super::{fill_vars, Picked};
     use crate::engine::op::{OpBlock, VarList, INLINE_VARS};
     use crate::Engine;
+
+    /// The one-pass path for ops of few vars leaves the block as the
+    /// general one does (the same slots in the same order, the same count
+    /// of writes), for every split of up to three vars drawn with
+    /// repeats from three, into a fresh block and into a recycled one
+    /// whose list is on the heap; and it declines ops of more vars.
+    #[test]
+    fn picking_few_vars_fills_the_block_as_the_general_path_does() {
+        let engine = Engine::builder().cpu_workers(1).build().unwrap();
+        let pool: Vec<_> = (0..3).map(|_| engine.new_var()).collect();
+        let big: Vec<_> = (0..2 * INLINE_VARS).map(|_| engine.new_var()).collect();
+        let addrs = |b: &OpBlock| b.vars.iter().map(|v| v.var.addr()).collect::<Vec<_>>();
+        let mut cases = 0;
+        for n in 0..=INLINE_VARS {
+            for code in 0..3usize.pow(n as u32) {
+                let names: Vec<_> = (0..n)
+                    .map(|i| &pool[code / 3usize.pow(i as u32) % 3])
+                    .collect();
+                for nw in 0..=n {
+                    let (writes, reads) = names.split_at(nw);
+                    let (reads, writes) = (VarList::from(reads), VarList::from(writes));
+                    for spilled in [false, true] {
+                        let mut want = OpBlock::empty();
+                        let mut got = OpBlock::empty();
+                        if spilled {
+                            for b in [&mut want, &mut got] {
+                                fill_vars(b, &VarList::from(&big[..]), &VarList::EMPTY);
+                                b.reset();
+                            }
+                        }
+                        fill_vars(&mut want, &reads, &writes);
+                        let mut picked = Picked::new();
+                        assert_eq!(picked.pick(&reads, &writes, |_| true), Some(true));
+                        picked.fill(&mut got);
+                        assert_eq!(addrs(&got), addrs(&want), "n {n} code {code} writes {nw}");
+                        assert_eq!(got.nwrites, want.nwrites);
+                        assert_eq!(got.vars_on_heap, want.vars_on_heap);
+                        assert_eq!(got.vars_on_heap, spilled);
+                        want.reset();
+                        got.reset();
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 100);
+        let mut picked = Picked::new();
+        let four: Vec<_> = big.iter().take(INLINE_VARS + 1).collect();
+        assert_eq!(
+            picked.pick(&VarList::from(&four[..]), &VarList::EMPTY, |_| true),
+            None
+        );
+        assert!(!picked.taken());
+        // A var that fails the check stops the pick with a no.
+        let mut picked = Picked::new();
+        let seen = std::cell::Cell::new(0);
+        let ok = picked.pick(&VarList::from(&pool[..2]), &VarList::EMPTY, |_| {
+            seen.set(seen.get() + 1);
+            false
+        });
+        assert_eq!((ok, seen.get()), (Some(false), 1));
+    }
 
     /// The flag a grant reads on the first line must say where the list
     /// is, for a fresh block and for a recycled one whose list went to
