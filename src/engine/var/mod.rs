@@ -548,21 +548,11 @@ pub(crate) fn append_all(
         return append_two(op, reads, writes, deletes);
     }
     if n == 3 {
-        let all = |i: usize| -> (&VarSlot, bool) {
-            match writes.get(i) {
-                Some(v) => (v, true),
-                None => (&reads[i - writes.len()], false),
-            }
-        };
+        let all = |i| var_at(reads, writes, i);
         return append_three(op, [all(0), all(1), all(2)], deletes);
     }
     // The op's vars, writes first: the order in which the locks are tried.
-    let all = |i: usize| -> (&VarSlot, bool) {
-        match writes.get(i) {
-            Some(v) => (v, true),
-            None => (&reads[i - writes.len()], false),
-        }
-    };
+    let all = |i| var_at(reads, writes, i);
     // The locks are held without guards (each guard is leaked once its
     // lock is taken, and reclaimed to reach the state or to unlock): a
     // vector of guards cost a capacity check per push and a look at where
@@ -616,6 +606,16 @@ pub(crate) fn append_all(
         drop(unsafe { all(i).0.hot.state.reclaim() });
     }
     (granted, after_delete)
+}
+
+/// The op's `i`-th var, counting the writes first, and whether it is
+/// written.
+#[inline(always)]
+fn var_at<'v>(reads: &'v [VarSlot], writes: &'v [VarSlot], i: usize) -> (&'v VarSlot, bool) {
+    match writes.get(i) {
+        Some(v) => (v, true),
+        None => (&reads[i - writes.len()], false),
+    }
 }
 
 /// [`append_all`] for three vars (writes first): the same locking, over
