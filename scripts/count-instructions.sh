@@ -25,7 +25,7 @@
 # Environment: KEEP=DIR keeps the callgrind files there (default: a
 # temporary directory, removed at the end).
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,27p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,26p' "$0"; exit 2; }
 BIN=$1; shift
 [[ -x $BIN ]] || { echo "count-instructions: $BIN is not an executable" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "count-instructions: valgrind is not installed" >&2; exit 2; }

@@ -103,6 +103,21 @@ const LINE: usize = 64;
 mod tests {
     use super::*;
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_prefetchw_answer_is_the_cpus_and_is_kept() {
+        use std::arch::x86_64::__cpuid;
+        let cpu =
+            __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0;
+        assert_eq!(has_prefetchw(), cpu);
+        // Kept after the first question, whichever thread asked it.
+        assert_eq!(
+            PREFETCHW.load(Ordering::Relaxed),
+            if cpu { YES } else { NO }
+        );
+        assert_eq!(has_prefetchw(), cpu);
+    }
+
     #[test]
     fn lines_of_covers_an_unaligned_buffer_and_nothing_beyond_it() {
         // 48 bytes from 40 reach into the second line (40..88).
