@@ -8,7 +8,9 @@ Several files are read as one: a run cut short and finished by another
 run, or the `ideal` lines computed elsewhere. Lines of the same system and
 row from several files count as rounds (below).
 
-Tables: ns per op, median (min-max) per system; the ratio peer / depengine
+First the machine line of each file (`# machine:`, written by
+scripts/bench-peers.sh: CPU model, L3, kernel, and the commit of the tree
+the run was made from), each once. Tables: ns per op, median (min-max) per system; the ratio peer / depengine
 of the medians (above 1: depengine is faster), and the same against each
 of depengine's other configurations present (helping, pushing, stream, replay,
 and the one-thread naive executor and serial scope on the rows they ran),
@@ -57,13 +59,16 @@ def merge(lines):
 
 def parse(*paths):
     """Rows keyed by (workload, body, workers): system -> its merged line,
-    over the lines of every file in `paths`, in their order."""
-    lines, systems = {}, []
+    over the lines of every file in `paths`, in their order; the systems in
+    the order first met; and the files' `# machine:` lines, each once."""
+    lines, systems, machines = {}, [], []
     text = []
     for path in paths:
         with open(path, encoding="utf-8") as results:
             text += results.read().splitlines()
     for line in text:
+        if line.startswith("# machine: ") and line[2:] not in machines:
+            machines.append(line[2:])
         if not line.startswith("workload="):
             continue
         f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
@@ -82,7 +87,7 @@ def parse(*paths):
         if f["system"] not in systems:
             systems.append(f["system"])
     rows = {k: {s: merge(ls) for s, ls in r.items()} for k, r in lines.items()}
-    return rows, systems
+    return rows, systems, machines
 
 
 def cell(f, what="ns"):
@@ -195,7 +200,13 @@ def busy_rows(rows):
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: scripts/bench-peers-table.py RESULTS_FILE [RESULTS_FILE...]")
-    rows, systems = parse(*sys.argv[1:])
+    rows, systems, machines = parse(*sys.argv[1:])
+    # Where the lines ran, first: files from several machines read as one
+    # are named as such.
+    for m in machines:
+        print(m[0].upper() + m[1:])
+    if machines:
+        print()
     base = "depengine" if "depengine" in systems else systems[0]
     # `ideal` (a scheduler that costs nothing) is the yardstick of the
     # efficiency table, not a peer.

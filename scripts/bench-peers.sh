@@ -13,7 +13,10 @@
 # Every workload is first written as a trace by `depengine bench
 # --dump-trace` and replayed by every system, so all run the same ops.
 # Each line = one system on one workload: median of RUNS runs after a
-# warm-up, with min and max. At the end, markdown tables
+# warm-up, with min and max. The results file ($PEERS/results-*.txt)
+# opens with the CPU count and load, then a `# machine:` line: CPU model,
+# L3, kernel, the commit of the tree (and whether it had uncommitted
+# changes), and DEPENGINE when it was given. At the end, markdown tables
 # (scripts/bench-peers-table.py): ns per op; the ratio peer / depengine
 # (above 1: depengine is faster) with the count of rows each peer leads,
 # and the same against each other depengine configuration run (helping,
@@ -158,6 +161,7 @@ fi
 
 # ---- build ----
 has() { [[ " $SYSTEMS " == *" $1 "* ]]; }
+DEPENGINE_SET=${DEPENGINE:+1}
 DEPENGINE=${DEPENGINE:-$TARGET/release/depengine}
 if [[ -z ${NO_BUILD:-} ]]; then
   cargo build --release --quiet
@@ -181,6 +185,16 @@ LEAN=$PEERS/lean-target/release/depengine-lean-control
 export STARPU_SILENT=1 STARPU_HOME=$PEERS/starpu-home OMP_MAX_TASK_PRIORITY=1
 RESULTS=$PEERS/results-$(date -u +%Y%m%dT%H%M%SZ).txt
 echo "# $(nproc) CPUs; $(uptime | sed 's/.*load/load/'); RUNS=$RUNS ROUNDS=$ROUNDS OPS=$OPS QUICK=${QUICK:-0}${DEADLINE:+ DEADLINE=$DEADLINE}" | tee "$RESULTS"
+# The machine and the source, in the results themselves: the 2-core
+# sandboxes come as several CPU models and drift between a fast and a
+# slow state, so a figure is only worth what its file says of where and
+# what it ran (scripts/bench-peers-table.py prints this line on top).
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1) || true
+l3=$(lscpu 2>/dev/null | sed -n 's/^L3 cache:[[:space:]]*//p' | head -n 1) || true
+rev=$(git rev-parse --short HEAD 2>/dev/null) || rev=
+if [[ -n $rev ]] && ! git diff --quiet HEAD 2>/dev/null; then rev+=" with uncommitted changes"; fi
+echo "# machine: ${cpu:-CPU model unknown}, L3 ${l3:-unknown}; $(uname -sr); tree at ${rev:-unknown}${DEPENGINE_SET:+; DEPENGINE=$DEPENGINE}" |
+  tee -a "$RESULTS"
 
 # emit: appends the lines it reads to the results (and shows them), each
 # marked with its round when there are several

@@ -30,11 +30,16 @@ out=$(DEADLINE=3600 tiny 2>&1)
 [[ $(grep -c '^workload=indep body_us=[01] system=depengine .*ns_per_op=' <<<"$out") == 2 ]] ||
   fail "DEADLINE=3600 should run both depengine lines:"$'\n'"$out"
 grep -q 'skipped-deadline' <<<"$out" && fail "DEADLINE=3600 skipped a line:"$'\n'"$out"
+# The results say where and from what they ran, and the table repeats it.
+rev=$(git rev-parse --short HEAD 2>/dev/null) || rev=unknown
+grep -q "^# machine: .*, L3 .*; $(uname -s) .*; tree at $rev.*; DEPENGINE=$BIN\$" <<<"$out" ||
+  fail "no machine line naming the tree ($rev) and the binary in the results:"$'\n'"$out"
+grep -q "^Machine: .*; tree at $rev" <<<"$out" || fail "the table does not name the machine:"$'\n'"$out"
 
 # A deadline that is not a whole number of seconds is refused.
 if out=$(DEADLINE=1.5 tiny 2>&1); then fail "DEADLINE=1.5 was accepted"; fi
 grep -q "DEADLINE must be a whole number" <<<"$out" || fail "no clear error for DEADLINE=1.5: $out"
-echo "bench-peers.sh DEADLINE: 3 checks passed"
+echo "bench-peers.sh DEADLINE and machine line: 4 checks passed"
 
 # A line cut by TIMEOUT and a line whose system fails are told apart, in
 # the results and in the table: a stand-in binary that outlives the limit,

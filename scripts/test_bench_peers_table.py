@@ -26,10 +26,11 @@ def line(wl, sys, ns=None, lo=None, hi=None, status=None, workers=2, body=0, rnd
 
 
 @contextmanager
-def results_file(lines):
-    """A results file holding `lines`, removed afterwards; yields its path."""
+def results_file(lines, head=("# 2 CPUs; RUNS=5 ROUNDS=3",)):
+    """A results file holding the header lines `head`, then `lines`,
+    removed afterwards; yields its path."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("# 2 CPUs; RUNS=5 ROUNDS=3\n" + "\n".join(lines) + "\n")
+        f.write("\n".join([*head, *lines]) + "\n")
     try:
         yield f.name
     finally:
@@ -38,7 +39,8 @@ def results_file(lines):
 
 def parse(lines):
     with results_file(lines) as path:
-        return table.parse(path)
+        rows, systems, _ = table.parse(path)
+        return rows, systems
 
 
 class Merge(unittest.TestCase):
@@ -256,13 +258,29 @@ class Tables(unittest.TestCase):
             line("indep", "depengine", 80.0, 70.0, 85.0, rnd=3),
         ]
         with results_file(first) as a, results_file(second) as b:
-            rows, _ = table.parse(a, b)
+            rows, _, _ = table.parse(a, b)
             text = self.render_files([a, b])
         # the bodies of both files make one granularity interval
         self.assertIn("| indep | 2 | 1–10 µs |", text)
         # lines of one row in both files are rounds: median line, min and max over all
         f = rows[("indep", "0", 2)]["depengine"]
         self.assertEqual((float(f["ns_per_op"]), float(f["min"]), float(f["max"])), (100.0, 70.0, 320.0))
+
+    def test_each_files_machine_line_is_printed_once_above_the_tables(self):
+        lines = [line("indep", "depengine", 100.0, 90.0, 110.0)]
+        xeon = "# machine: Intel(R) Xeon(R) Processor, L3 480 MiB; Linux 6.1; tree at 273fe1b"
+        epyc = "# machine: AMD EPYC 9B14, L3 32 MiB; Linux 6.1; tree at 273fe1b"
+        with results_file(lines, head=("# 2 CPUs", xeon)) as a, \
+                results_file(lines, head=("# 2 CPUs", epyc)) as b, \
+                results_file(lines, head=("# 2 CPUs", xeon)) as c:
+            _, _, machines = table.parse(a, b, c)
+            text = self.render_files([a, b, c])
+        self.assertEqual(machines, [xeon[2:], epyc[2:]])
+        head = text.split("ns per op")[0]
+        self.assertEqual(head.splitlines()[:2], ["Machine: " + xeon[11:], "Machine: " + epyc[11:]])
+        self.assertEqual(text.count("Machine: "), 2)
+        # a file without one (written before the line was) starts with the table
+        self.assertTrue(self.render(lines).startswith("ns per op"))
 
     def test_no_file_is_a_usage_error(self):
         argv, sys.argv = sys.argv, ["bench-peers-table.py"]
