@@ -10,8 +10,9 @@ row from several files count as rounds (below).
 
 First the machine line of each file (`# machine:`, written by
 scripts/bench-peers.sh: CPU model, L3, kernel, and the commit of the tree
-the run was made from), each once. Tables: ns per op, median (min-max) per system; the ratio peer / depengine
-of the medians (above 1: depengine is faster), and the same against each
+the run was made from), each once. Tables: ns per op, median (min-max)
+per system; the ratio peer / depengine of the medians (above 1:
+depengine is faster), and the same against each
 of depengine's other configurations present (helping, pushing, stream, replay,
 and the one-thread naive executor and serial scope on the rows they ran),
 each followed by how many rows each peer leads, in all and, where the rows
