@@ -189,8 +189,9 @@ echo "# $(nproc) CPUs; $(uptime | sed 's/.*load/load/'); RUNS=$RUNS ROUNDS=$ROUN
 # sandboxes come as several CPU models and drift between a fast and a
 # slow state, so a figure is only worth what its file says of where and
 # what it ran (scripts/bench-peers-table.py prints this line on top).
-cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1) || true
-l3=$(lscpu 2>/dev/null | sed -n 's/^L3 cache:[[:space:]]*//p' | head -n 1) || true
+cpus=$(lscpu 2>/dev/null) || cpus=
+cpu=$(sed -n 's/^Model name:[[:space:]]*//p' <<<"$cpus" | head -n 1)
+l3=$(sed -n 's/^L3 cache:[[:space:]]*//p' <<<"$cpus" | head -n 1)
 rev=$(git rev-parse --short HEAD 2>/dev/null) || rev=
 if [[ -n $rev ]] && ! git diff --quiet HEAD 2>/dev/null; then rev+=" with uncommitted changes"; fi
 echo "# machine: ${cpu:-CPU model unknown}, L3 ${l3:-unknown}; $(uname -sr); tree at ${rev:-unknown}${DEPENGINE_SET:+; DEPENGINE=$DEPENGINE}" |
