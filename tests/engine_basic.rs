@@ -801,3 +801,94 @@ fn ops_run_the_same_under_every_op_block_limit() {
         }
     }
 }
+
+/// What each numbered op records: the pushing thread, its place in that
+/// thread's pushes, and its sequence number.
+type Numbered = Arc<Mutex<Vec<(usize, usize, u64)>>>;
+
+/// The first thread to push owns the engine's push count and numbers its
+/// ops without a locked add; the first push from another thread takes the
+/// count from it (`push_count.rs`). Whatever the timing, every op gets a
+/// number of its own, each thread's ops rise in its push order, and a
+/// wait sees every op.
+#[test]
+fn ops_pushed_from_several_threads_get_distinct_numbers_in_each_thread_s_order() {
+    const THREADS: usize = 4;
+    const EACH: usize = 400;
+    for (engine, main_first) in common::every_executor()
+        .into_iter()
+        .map(|e| (e, true))
+        .chain(common::every_executor().into_iter().map(|e| (e, false)))
+    {
+        let engine = Arc::new(engine);
+        let before = if main_first { 50 } else { 0 };
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let push_some = |engine: &Engine, seen: &Numbered, t, n| {
+            let own = engine.new_var();
+            for i in 0..n {
+                let seen = seen.clone();
+                engine
+                    .push(OpDesc::new("numbered").writes(&own), move |ctx| {
+                        seen.lock().unwrap().push((t, i, ctx.seq()));
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+        };
+        // Either the main thread claims the count before the others push,
+        // or the racing threads claim and revoke it among themselves.
+        push_some(&engine, &seen, THREADS, before);
+        let start = Arc::new(std::sync::Barrier::new(THREADS));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (engine, seen, start) = (engine.clone(), seen.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    push_some(&engine, &seen, t, EACH);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        assert_eq!(engine.pending(), 0, "{:?}", engine.kind());
+        let seen = std::mem::take(&mut *seen.lock().unwrap());
+        assert_eq!(seen.len(), THREADS * EACH + before, "{:?}", engine.kind());
+        let mut numbers: Vec<u64> = seen.iter().map(|s| s.2).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(
+            numbers.len(),
+            seen.len(),
+            "{:?}: a number given twice",
+            engine.kind()
+        );
+        for t in 0..=THREADS {
+            let mut mine: Vec<(usize, u64)> = seen
+                .iter()
+                .filter(|s| s.0 == t)
+                .map(|s| (s.1, s.2))
+                .collect();
+            mine.sort_unstable();
+            assert!(
+                mine.windows(2).all(|w| w[0].1 < w[1].1),
+                "{:?}: thread {t}'s numbers do not rise in its push order",
+                engine.kind()
+            );
+        }
+        // A push after the others were joined comes after all of them.
+        let last = Arc::new(Mutex::new(None));
+        let l = last.clone();
+        let v = engine.new_var();
+        engine
+            .push(OpDesc::new("last").writes(&v), move |ctx| {
+                *l.lock().unwrap() = Some(ctx.seq());
+                Ok(())
+            })
+            .unwrap();
+        engine.wait_for_all().unwrap();
+        let last = last.lock().unwrap().expect("ran");
+        assert!(last > *numbers.last().unwrap(), "{:?}", engine.kind());
+    }
+}

@@ -84,6 +84,7 @@ mod lead;
 mod op;
 mod operator;
 mod prefetch;
+mod push_count;
 mod ready;
 pub(crate) mod replay;
 mod serial;

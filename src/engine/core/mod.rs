@@ -49,6 +49,7 @@ use super::op::{
     AsyncResult, Body, Context, CtxOp, OpBlock, OpCtx, OpDesc, OpPtr, OpResult, Property,
     PHASE_BODY_RETURNED, PHASE_DONE_IN_BODY, PHASE_IN_BODY,
 };
+use super::push_count::PushCount;
 use super::ready::{GrantWindow, ReadyList, WINDOW_MIN_VARS};
 use super::signal::Signal;
 use super::var::{append_all, FailedVars, QueuePool, Var, VarId, VarInner, WriteExit};
@@ -161,8 +162,9 @@ pub(crate) struct Core {
     /// every op reads (the engine's id, its executor, its settings).
     vars: CachePadded<VarRegistry>,
     /// Ops pushed, written by pushing threads only; its value before the
-    /// increment is the op's sequence number.
-    pushed: CachePadded<AtomicU64>,
+    /// increment is the op's sequence number. Owned by the first pushing
+    /// thread, which adds without a locked instruction (`push_count.rs`).
+    pushed: PushCount,
     /// Ops completed, written by completing threads only (sharded): split
     /// from `pushed` so that pushers and workers, and workers among
     /// themselves, do not share a counter's cache line.
@@ -202,7 +204,7 @@ impl Core {
                 next: AtomicU64::new(0),
                 live: Mutex::new(Vec::new()),
             }),
-            pushed: CachePadded::new(AtomicU64::new(0)),
+            pushed: PushCount::new(),
             completed: ShardedCounter::new(),
             idle_waiters: CachePadded::new(AtomicUsize::new(0)),
             idle_lock: Mutex::new(()),
@@ -519,7 +521,7 @@ impl Core {
 
         // Counted before it can complete (see `idle`); the count also
         // numbers the op.
-        block.seq = self.pushed.fetch_add(1, Ordering::SeqCst);
+        block.seq = self.pushed.add(1);
         // From here on the block is shared with other threads through var
         // queues: only `&OpBlock` (plus the guard-protected cells) is used.
         let op = OpPtr(NonNull::from(Box::leak(block)));
@@ -890,7 +892,7 @@ impl Core {
 
     /// The sequence number the next pushed op gets.
     pub(crate) fn next_seq(&self) -> u64 {
-        self.pushed.load(Ordering::SeqCst)
+        self.pushed.load()
     }
 
     /// Counts `n` ops that a serial scope ran outside the protocol as
@@ -898,7 +900,7 @@ impl Core {
     /// shows them as pending.
     pub(crate) fn count_serial(&self, n: u64) {
         self.completed.add(n);
-        self.pushed.fetch_add(n, Ordering::SeqCst);
+        self.pushed.add(n);
     }
 
     /// True while some var carries a failure no wait has cleared.
@@ -911,7 +913,7 @@ impl Core {
     /// difference is never below what was pending when they were read.
     pub(crate) fn counts(&self) -> (u64, u64) {
         let c = self.completed.sum();
-        (self.pushed.load(Ordering::SeqCst), c)
+        (self.pushed.load(), c)
     }
 
     pub(crate) fn pending(&self) -> usize {

@@ -75,7 +75,7 @@ impl Core {
     /// completed(t)`: nothing was pending at `t`.
     pub(super) fn idle(&self) -> bool {
         let c = self.completed.sum();
-        c == self.pushed.load(Ordering::SeqCst)
+        c == self.pushed.load()
     }
 
     /// Blocks until no op is pending.
