@@ -60,6 +60,9 @@ const UNCLAIMED: u64 = 0;
 const REVOKING: u64 = u64::MAX - 1;
 /// `owner` once every push takes the locked add.
 const SHARED: u64 = u64::MAX;
+/// The token of a thread whose thread-locals are gone: never stored in
+/// `owner`, so such a thread never owns the count nor takes it for its own.
+const NO_TOKEN: u64 = u64::MAX - 2;
 
 /// See the module docs.
 pub(crate) struct PushCount {
@@ -86,8 +89,7 @@ crate::sync::engine_thread_local! {
 static TOKENS: crate::sync::unmodelled::AtomicU64 = crate::sync::unmodelled::AtomicU64::new(0);
 
 /// The calling thread's token: never [`UNCLAIMED`], [`REVOKING`] or
-/// [`SHARED`]. A thread whose thread-locals are gone gets [`SHARED`],
-/// which owns nothing.
+/// [`SHARED`]. A thread whose thread-locals are gone gets [`NO_TOKEN`].
 #[inline]
 fn token() -> u64 {
     TOKEN
@@ -100,7 +102,7 @@ fn token() -> u64 {
             t.set(new);
             new
         })
-        .unwrap_or(SHARED)
+        .unwrap_or(NO_TOKEN)
 }
 
 impl PushCount {
@@ -170,7 +172,7 @@ impl PushCount {
                     }
                     break;
                 }
-                UNCLAIMED if me != SHARED => {
+                UNCLAIMED if me != NO_TOKEN => {
                     match f.owner.compare_exchange(
                         UNCLAIMED,
                         me,
