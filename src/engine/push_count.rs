@@ -163,7 +163,8 @@ impl PushCount {
         let mut owner = f.owner.load(Ordering::Acquire);
         loop {
             match owner {
-                // Nobody to wait for: only this thread can store `me`.
+                // Revoked and the owner's last add done: every add is
+                // locked now.
                 SHARED => break,
                 REVOKING => {
                     let mut backoff = Backoff::new();
