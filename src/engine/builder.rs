@@ -543,7 +543,7 @@ impl EngineBuilder {
     /// queues an op then orders its look at the sleeping workers with a
     /// compiler fence only, and a worker going to sleep pays for both
     /// sides with a process-wide memory barrier (Linux's `membarrier`).
-    /// `true`: in every pool; `false`: in none. By default pools of 8 to
+    /// `true`: in every pool; `false`: in none. By default pools of up to
     /// [`EngineBuilder::pusher_queues_up_to`] workers split it where the
     /// system has the barrier, and keep the full fence where it does not.
     ///
@@ -557,9 +557,13 @@ impl EngineBuilder {
     /// instruction that waits for those stores anyway: on 16 cores, beside
     /// that queue, it took 10–22% off the empty `indep` and the 1 µs
     /// `random` at 8 and 16 workers; alone (pushes through the shared
-    /// queue) it made them up to 30% slower at 8 workers, and on 2 cores it
-    /// moved no row steadily (`BENCHMARKS.md`, "The ring and the split
-    /// fence on 16 cores", "The sleep fence split").
+    /// queue) it made them up to 30% slower at 8 workers. On 2 cores it
+    /// moved no row steadily while each push also took a locked add for
+    /// its number; since that add is gone, the empty one-worker `indep`
+    /// took 0.60-0.62 of the time with it, and the rows whose workers
+    /// sleep most were level (`BENCHMARKS.md`, "The ring and the split
+    /// fence on 16 cores", "The sleep fence split", "The push count
+    /// without a locked add").
     ///
     /// [`EngineBuilder::build`] fails with [`BuildError::Unavailable`] where
     /// `true` is asked for and the barrier cannot be had (not Linux, a

@@ -169,7 +169,7 @@ pub(crate) struct BenchArgs {
     /// or keeps it whole (off) in every pool: a compiler fence after each
     /// op queued, a process-wide barrier (Linux's membarrier) at each
     /// worker's sleep (`EngineBuilder::asymmetric_wake_fence`; default:
-    /// the library's, split in pools of 8 to 16 workers). Given, the
+    /// the library's, split in pools of up to 16 workers). Given, the
     /// line's system gets `-afence` or `-fullfence`.
     #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on",
           value_parser = parse_on_off, conflicts_with_all = ["dump_trace", "ideal"])]

@@ -27,7 +27,7 @@
 //! "Pusher queues at 4–16 workers"). The ring has no such line; on the
 //! same kind of machine it took 4–10% off `indep` (empty and 1 µs) at 8
 //! and 16 workers, and with the sleep fence split beside it (the default
-//! from 8 workers, `search_config.rs`) 10–22% off the empty `indep` and
+//! in these pools, `search_config.rs`) 10–22% off the empty `indep` and
 //! the 1 µs `random` at 8 and 16 workers and the 1 µs `indep` at 16, with
 //! `wavefront` level (`BENCHMARKS.md`, "The ring and the split fence on
 //! 16 cores").

@@ -20,10 +20,15 @@ pub(crate) const DEFAULT_PUSHER_QUEUES_UP_TO: usize = 16;
 
 /// Pools of at least this many workers that give pushing threads queues
 /// of their own split their sleep fence by default, where the system has
-/// the barrier ([`WakeFence::Auto`]): measured on 16 cores at 8 and 16
-/// workers, where the two together won and the ring alone was level on
-/// `random`; not measured between 2 and 8.
-pub(crate) const DEFAULT_SPLIT_FENCE_FROM: usize = 8;
+/// the barrier ([`WakeFence::Auto`]): every such pool. Measured on 16
+/// cores at 8 and 16 workers, where the two together won and the ring
+/// alone was level on `random`; on 2 cores at 1 and 2 workers once the
+/// push count took no locked add (`push_count.rs`), where the empty
+/// one-worker `indep` took 0.60-0.62 of the time and the rows whose
+/// workers sleep most (`fan`, `rwmix`, `randsum` with 1 µs at 2 workers,
+/// the one-worker `roundtrip`) were level (`BENCHMARKS.md`, "The push
+/// count without a locked add"); not measured between 2 and 8.
+pub(crate) const DEFAULT_SPLIT_FENCE_FROM: usize = 1;
 
 /// Longest linger [`crate::EngineBuilder::linger`] accepts: a searcher
 /// holds its CPU meanwhile, yielding between looks.
@@ -67,10 +72,10 @@ pub(crate) enum WakeFence {
     /// first, and fails where it cannot).
     Split,
     /// The default: split in pools of [`DEFAULT_SPLIT_FENCE_FROM`] workers
-    /// or more that give pushing threads queues of their own, where the
-    /// barrier registers; full elsewhere. Without those queues each push
-    /// makes a locked instruction that waits for its stores anyway, and
-    /// the fence split alone was slower at 8 workers.
+    /// or more (every pool) that give pushing threads queues of their
+    /// own, where the barrier registers; full elsewhere. Without those
+    /// queues each push makes a locked instruction that waits for its
+    /// stores anyway, and the fence split alone was slower at 8 workers.
     Auto,
 }
 
@@ -138,11 +143,11 @@ mod tests {
     }
 
     #[test]
-    fn the_fence_splits_by_default_only_in_large_pools_with_pushers_queues() {
+    fn the_fence_splits_by_default_only_in_pools_with_pushers_queues() {
         let d = SearchConfig::default();
         assert_eq!(d.wake_fence, WakeFence::Auto);
-        assert!(!d.auto_splits(2));
-        assert!(!d.auto_splits(DEFAULT_SPLIT_FENCE_FROM - 1));
+        assert!(d.auto_splits(1));
+        assert!(d.auto_splits(2));
         assert!(d.auto_splits(DEFAULT_SPLIT_FENCE_FROM));
         assert!(d.auto_splits(DEFAULT_PUSHER_QUEUES_UP_TO));
         assert!(
@@ -153,11 +158,9 @@ mod tests {
             pusher_queues_up_to: 0,
             ..d
         };
-        assert!(!no_queues.auto_splits(8));
+        assert!(!no_queues.auto_splits(2));
         assert!(!no_queues.split_fence_in(8));
-        // Small pools never ask for the barrier; asked for, the settings
-        // win over the pool's size.
-        assert!(!d.split_fence_in(2));
+        // Asked for, the settings win over the pool's size.
         let full = SearchConfig {
             wake_fence: WakeFence::Full,
             ..d
@@ -168,10 +171,12 @@ mod tests {
             ..d
         };
         assert!(split.split_fence_in(1));
-        // Where the barrier registers, a default pool of 8 splits.
-        assert_eq!(
-            d.split_fence_in(8),
-            crate::sync::asymmetric_fence::register().is_ok()
-        );
+        // Where the barrier registers, a default pool of 2 or 8 splits.
+        for workers in [2, 8] {
+            assert_eq!(
+                d.split_fence_in(workers),
+                crate::sync::asymmetric_fence::register().is_ok()
+            );
+        }
     }
 }

@@ -39,7 +39,7 @@
 //! Pusher: `queue.push(op); fence(SeqCst); if sleepers > 0 && searching == 0 { pop an idle worker; unpark it }`.
 //! Sleeper: `idle.push(me); sleepers += 1 (SeqCst); fence(SeqCst); if !has_work() { park }`.
 //!
-//! With the fence split (by default in pools of 8 to 16 workers where the
+//! With the fence split (by default in pools of up to 16 workers where the
 //! system has the barrier, `search_config.rs`; or as
 //! `EngineBuilder::asymmetric_wake_fence` says) the pusher's fence is a
 //! compiler fence and the sleeper's is followed by a process-wide memory
