@@ -120,8 +120,21 @@ impl VarInner {
     /// The write append of a one-var op, without the lock: granted as a
     /// fast write iff the var is [`IDLE`]. (An idle var holds its
     /// self-reference and is not deleted: see the module docs.)
+    ///
+    /// A load first, as a read's append does (`try_fast_read`): on a busy
+    /// var (a chain whose pusher is ahead of the worker) the CAS could
+    /// only fail, and a failed CAS still takes the line for writing from
+    /// the core of the worker that completes on it; the lock taken next
+    /// is the one locked instruction then. A stale `IDLE` or a stale
+    /// "busy" costs nothing but the lock path, which takes the token out
+    /// itself (`close_fast_write_locked`). Empty `chain` at one worker:
+    /// 0.64 of the time (BENCHMARKS.md, "A load before the idle var's
+    /// compare-and-swap").
     #[inline]
     pub(super) fn try_take_idle_for_write(&self, op: OpPtr) -> Option<Appended> {
+        if self.hot.fast.load(Ordering::Relaxed) != IDLE {
+            return None;
+        }
         self.hot
             .fast
             .compare_exchange(IDLE, word(op, true), Ordering::Acquire, Ordering::Relaxed)
