@@ -18,18 +18,6 @@ pub const DEFAULT_LINGER: Duration = Duration::from_micros(50);
 /// the split fence on 16 cores"); larger pools were not measured.
 pub(crate) const DEFAULT_PUSHER_QUEUES_UP_TO: usize = 16;
 
-/// Pools of at least this many workers that give pushing threads queues
-/// of their own split their sleep fence by default, where the system has
-/// the barrier ([`WakeFence::Auto`]): every such pool. Measured on 16
-/// cores at 8 and 16 workers, where the two together won and the ring
-/// alone was level on `random`; on 2 cores at 1 and 2 workers once the
-/// push count took no locked add (`push_count.rs`), where the empty
-/// one-worker `indep` took 0.60-0.62 of the time and the rows whose
-/// workers sleep most (`fan`, `rwmix`, `randsum` with 1 µs at 2 workers,
-/// the one-worker `roundtrip`) were level (`BENCHMARKS.md`, "The push
-/// count without a locked add"); not measured between 2 and 8.
-pub(crate) const DEFAULT_SPLIT_FENCE_FROM: usize = 1;
-
 /// Longest linger [`crate::EngineBuilder::linger`] accepts: a searcher
 /// holds its CPU meanwhile, yielding between looks.
 pub(crate) const MAX_LINGER: Duration = Duration::from_secs(1);
@@ -71,11 +59,18 @@ pub(crate) enum WakeFence {
     /// Split in every pool (asked for; the builder registered the barrier
     /// first, and fails where it cannot).
     Split,
-    /// The default: split in pools of [`DEFAULT_SPLIT_FENCE_FROM`] workers
-    /// or more (every pool) that give pushing threads queues of their
-    /// own, where the barrier registers; full elsewhere. Without those
-    /// queues each push makes a locked instruction that waits for its
-    /// stores anyway, and the fence split alone was slower at 8 workers.
+    /// The default: split in every pool that gives pushing threads queues
+    /// of their own, where the barrier registers; full elsewhere. Without
+    /// those queues each push makes a locked instruction that waits for
+    /// its stores anyway, and the fence split alone was slower at 8
+    /// workers. Measured on 16 cores at 8 and 16 workers, where the two
+    /// together won and the ring alone was level on `random`; on 2 cores
+    /// at 1 and 2 workers once the push count took no locked add
+    /// (`push_count.rs`), where the empty one-worker `indep` took
+    /// 0.60-0.62 of the time and the rows whose workers sleep most
+    /// (`fan`, `rwmix`, `randsum` with 1 µs at 2 workers, the one-worker
+    /// `roundtrip`) were level (`BENCHMARKS.md`, "The push count without
+    /// a locked add"); not measured between 2 and 8.
     Auto,
 }
 
@@ -120,7 +115,7 @@ impl SearchConfig {
     /// Whether [`WakeFence::Auto`] splits in a pool of `workers` workers,
     /// the barrier aside.
     fn auto_splits(&self, workers: usize) -> bool {
-        workers >= DEFAULT_SPLIT_FENCE_FROM && workers <= self.pusher_queues_up_to
+        workers <= self.pusher_queues_up_to
     }
 }
 
@@ -148,7 +143,6 @@ mod tests {
         assert_eq!(d.wake_fence, WakeFence::Auto);
         assert!(d.auto_splits(1));
         assert!(d.auto_splits(2));
-        assert!(d.auto_splits(DEFAULT_SPLIT_FENCE_FROM));
         assert!(d.auto_splits(DEFAULT_PUSHER_QUEUES_UP_TO));
         assert!(
             !d.auto_splits(DEFAULT_PUSHER_QUEUES_UP_TO + 1),
