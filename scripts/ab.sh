@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # An A/B of depengine builds or settings in alternating processes: the way
-# BENCHMARKS.md's A/Bs on the 2-core sandbox are measured, where the speed
+# the A/Bs of BENCHMARKS-HISTORY.md on the 2-core sandbox are measured, where the speed
 # of code that waits on memory drifts by up to 1.7x from one process to
 # the next ("Shared counts off the lines every push reads"), so that only
 # processes run side by side, many rounds of them, can be compared.

@@ -90,7 +90,7 @@ pub const DEFAULT_POOLED_QUEUE_ENTRIES: usize = 1 << 24;
 /// the pending ops stay in the caches: against the earlier 4,096 per
 /// worker, `random` (a million ops over 10,000 vars) took 12–19% less
 /// time, and the other rows measured were level or faster
-/// (BENCHMARKS.md, "The lead halved").
+/// (BENCHMARKS-HISTORY.md, "The lead halved").
 pub const DEFAULT_LEAD_PER_WORKER: usize = 2048;
 
 /// Builds an [`Engine`]. Counts left at 0 mean "from the environment or the
@@ -343,7 +343,7 @@ impl EngineBuilder {
     /// hundreds of ops queued then). A program that makes new vars for
     /// every step grew those buffers again on every step, on the pushing
     /// thread: with 1 µs bodies `randsum` took 7–9% longer for it on the
-    /// 2-core sandbox (BENCHMARKS.md, "Queue buffers kept for reuse").
+    /// 2-core sandbox (BENCHMARKS-HISTORY.md, "Queue buffers kept for reuse").
     /// A freed var's buffer is now kept, emptied, for the next var whose
     /// queue outgrows its first two entries.
     ///
@@ -382,7 +382,7 @@ impl EngineBuilder {
     /// and every op's block comes back from memory when a worker gets to it:
     /// on the 2-core sandbox a million 1 µs ops over 10,000 vars
     /// (`random`) took 1,520–1,600 ns per op at one worker unbounded and
-    /// 1,205–1,230 with a limit of 4,096 (BENCHMARKS.md, "The pushing
+    /// 1,205–1,230 with a limit of 4,096 (BENCHMARKS-HISTORY.md, "The pushing
     /// thread's lead"); the default's 2,048 per worker took 12–14% less
     /// time again on its rows with 1 µs bodies ("The lead halved").
     ///
@@ -562,8 +562,8 @@ impl EngineBuilder {
     /// its number; since that add is gone, the empty one-worker `indep`
     /// took 0.60-0.62 of the time with it, and the rows whose workers
     /// sleep most were level (`BENCHMARKS.md`, "The ring and the split
-    /// fence on 16 cores", "The sleep fence split", "The push count
-    /// without a locked add").
+    /// fence on 16 cores"; `BENCHMARKS-HISTORY.md`, "The sleep fence
+    /// split", "The push count without a locked add").
     ///
     /// [`EngineBuilder::build`] fails with [`BuildError::Unavailable`] where
     /// `true` is asked for and the barrier cannot be had (not Linux, a
@@ -639,7 +639,7 @@ impl EngineBuilder {
     /// `indep`, `indep-novars` and `wavefront` 15–39% faster than the
     /// shared queue, and the ring it is now (`push_ring.rs`) the empty
     /// rows whose ops are ready at their push another 10–19%
-    /// (`BENCHMARKS.md`, "The pushing thread's queue as a ring"). On a
+    /// (`BENCHMARKS-HISTORY.md`, "The pushing thread's queue as a ring"). On a
     /// 16-core machine the deque lost to the shared queue from 4 workers
     /// on (its push read a line the stealers write); the ring took 4–10%
     /// off `indep` at 8 and 16 workers, and more with the sleep fence split
@@ -690,7 +690,7 @@ impl EngineBuilder {
     /// Pools that give pushing threads no queue are not affected. On 2
     /// cores, where the pushing thread and the workers share the CPUs, it
     /// was level with 1 µs bodies at 2 workers and slower on empty ops
-    /// (`BENCHMARKS.md`, "Pushes dealt to a ring per worker").
+    /// (`BENCHMARKS-HISTORY.md`, "Pushes dealt to a ring per worker").
     ///
     /// # Examples
     ///

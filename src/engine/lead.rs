@@ -13,7 +13,7 @@
 //! full-size `random` (a million ops over 10,000 vars) with 1 µs bodies took
 //! 1,520–1,600 ns per op at one worker, against 1,300 at 20,000 ops, and
 //! 1,205–1,230 with the lead held to 4,096 ops; the empty `random` at two
-//! workers 270–290 against 170–190 (BENCHMARKS.md, "The pushing thread's
+//! workers 270–290 against 170–190 (BENCHMARKS-HISTORY.md, "The pushing thread's
 //! lead").
 //!
 //! # Rule
@@ -49,7 +49,7 @@
 //! the `yield` hands the CPU back after [`CHECK_EVERY`] pushes. On 2
 //! cores with 2 workers, `randsum` and `random` with 1 µs bodies ran
 //! 2–11% faster in three A/Bs, `fan` 1–4%, and `indep` (every op ready
-//! at its push) 0–2% slower (BENCHMARKS.md, "A pusher that gives way
+//! at its push) 0–2% slower (BENCHMARKS-HISTORY.md, "A pusher that gives way
 //! past half its lead").
 //!
 //! A pusher that helps while it waits (`EngineBuilder::help_while_waiting`)
@@ -78,7 +78,7 @@ pub(crate) const HELP_BETWEEN_LOOKS: usize = 32;
 /// the next check waited again, and the pusher woke every nap of the run,
 /// each time taking a CPU from a worker: `indep` and the wavefront with
 /// 10 µs bodies at 2 workers ran 2–3% slower than with 10 ms
-/// (BENCHMARKS.md, "The lead's waits made longer").
+/// (BENCHMARKS-HISTORY.md, "The lead's waits made longer").
 pub(crate) const MAX_WAIT: Duration = Duration::from_millis(10);
 
 /// A wait ends when no op completes for this long.
@@ -309,7 +309,7 @@ fn next_nap(waited: Duration, ran: u64, left: u64) -> Duration {
 /// sums the completion counter's shards, pulling every worker's shard
 /// line from its core, and the worker's next completion misses on it.
 /// One look per `yield` was a look per op or two with 1 µs bodies at one
-/// worker (BENCHMARKS.md, "The lead's yields timed by the clock").
+/// worker (BENCHMARKS-HISTORY.md, "The lead's yields timed by the clock").
 pub(crate) fn nap(cpu_to_spare: bool, hint: Duration) {
     if cpu_to_spare {
         yield_for(hint, Instant::now, std::thread::yield_now);

@@ -275,7 +275,7 @@ impl Engine {
     /// core's caches (a fresh output per op, or many vars used once in a
     /// while), a loop of pushes waits for those misses one op after
     /// another, while here they overlap with the pushes before
-    /// (BENCHMARKS.md, "The engine's stream"). Nothing else changes: the
+    /// (BENCHMARKS-HISTORY.md, "The engine's stream"). Nothing else changes: the
     /// ops depend on each other as the same pushes would make them, and
     /// may start as soon as they are pushed; only the iterator is
     /// advanced earlier, so an iterator that depends on what was pushed
@@ -330,7 +330,7 @@ impl Engine {
     /// device, another engine) is best pushed with [`Property::Async`]:
     /// the per-device executor then runs it on the thread that makes it
     /// ready, with no worker woken for a body that takes no time
-    /// (`BENCHMARKS.md`, "`roundtrip` with the op pushed as
+    /// (`BENCHMARKS-HISTORY.md`, "`roundtrip` with the op pushed as
     /// `Property::Async`").
     ///
     /// # Errors

@@ -12,7 +12,7 @@
 //! the empty one-worker `chain` took 0.82 of the time at the median of 14
 //! alternating rounds (faster in 13) and `wavefront`-250 0.86 (12 of
 //! 14) on the 2-core AMD EPYC sandbox; rows with 1 µs bodies, and pushes
-//! from four threads, were level (`BENCHMARKS.md`, "The push count
+//! from four threads, were level (`BENCHMARKS-HISTORY.md`, "The push count
 //! without a locked add").
 //!
 //! # Rules

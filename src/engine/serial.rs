@@ -227,7 +227,7 @@ impl Serial<'_> {
     /// vars, so when each op writes a var out of this core's caches (a
     /// fresh var per op, over many vars), a loop of pushes waits for one
     /// miss per op, while here the misses overlap with the ops before
-    /// (BENCHMARKS.md, "A serial scope's stream"). Nothing else changes:
+    /// (BENCHMARKS-HISTORY.md, "A serial scope's stream"). Nothing else changes:
     /// every op runs in its turn, after the ops before it and before the
     /// next, and sees what they wrote; only the iterator is advanced
     /// earlier, so an iterator that observes the ops' effects as it

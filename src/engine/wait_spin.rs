@@ -10,7 +10,7 @@
 //! 60 µs took 108 µs per round trip with a fixed 50 µs spin, the caller
 //! having parked before its answer came, and 70 µs with a 200 µs spin;
 //! with 100 µs ops, 149 against 112 µs (`depengine bench --workload
-//! roundtrip --workers 1 --body-us B`; BENCHMARKS.md, "A wait's spin that
+//! roundtrip --workers 1 --body-us B`; BENCHMARKS-HISTORY.md, "A wait's spin that
 //! follows the thread's last wait").
 //!
 //! A fixed spin long enough for such waits would spend that long on every

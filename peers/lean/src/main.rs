@@ -1,7 +1,7 @@
 //! A yardstick for depengine's benchmarks: the default engine's inference
 //! protocol with the lightest op that keeps it, on the same traces.
 //!
-//! Why: BENCHMARKS.md ("Per-op duties taken out one at a time") found that
+//! Why: BENCHMARKS-HISTORY.md ("Per-op duties taken out one at a time") found that
 //! none of the duties a patch can take out of the engine's op is where its
 //! time beyond the bodies goes at 2 workers. This driver keeps the
 //! protocol and drops everything else, so that the engine's cost can be

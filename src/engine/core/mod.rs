@@ -414,7 +414,7 @@ impl Core {
     /// right then; asked for several pushes early, its line left that
     /// worker before the worker was done with it (the empty
     /// `wavefront`-1000 at 2 workers, 4-10% slower than single pushes;
-    /// BENCHMARKS.md, "The engine's stream"). A var an op writes is often
+    /// BENCHMARKS-HISTORY.md, "The engine's stream"). A var an op writes is often
     /// one no op has used for long (a fresh output), which is where the
     /// misses were.
     #[inline]
@@ -474,7 +474,7 @@ impl Core {
         // asking for both brings the completions' line whatever the
         // alignment. Without it, the completion of an op on a var
         // out of cache waited for that line (one thread, `indep` and
-        // `wavefront` 10-20% slower; BENCHMARKS.md, "Deleting a var's
+        // `wavefront` 10-20% slower; BENCHMARKS-HISTORY.md, "Deleting a var's
         // only handle"). Asking for the completions' line itself
         // (for writing) did less well.
         let usable = |v: &Var| {

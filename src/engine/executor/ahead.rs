@@ -14,7 +14,7 @@
 //! `indep` taken as a stream 4–7%; ops that a worker's completion made
 //! ready, whose blocks it has just touched, pay the swap for nothing
 //! (`fan`, `wavefront`: 2–5% slower at the medians), and so does a small
-//! `random` (`BENCHMARKS.md`, "A ready op held one ahead"). Holding two
+//! `random` (`BENCHMARKS-HISTORY.md`, "A ready op held one ahead"). Holding two
 //! (the second with its vars' lines asked for too) gained no more there
 //! and cost 3–4% on the wavefronts and `fan`.
 //!

@@ -10,7 +10,7 @@
 //! again within one body's time, and the crossbeam back-off it searched
 //! with (a few microseconds) is over long before. With 10 µs bodies on
 //! `randsum` at 2 workers, that left a worker idle beside a ready op for
-//! about a sixth of the workers' time (`BENCHMARKS.md`, "A searching
+//! about a sixth of the workers' time (`BENCHMARKS-HISTORY.md`, "A searching
 //! worker that lingers").
 //!
 //! # Rules

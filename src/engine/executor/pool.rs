@@ -321,7 +321,7 @@ impl PoolShared {
     /// pushing thread for a scheduler slice while the other worker sleeps
     /// on an idle CPU, and every op pushed meanwhile waits too (on 2
     /// cores, `priority` with 2 workers started no op before its last
-    /// push in many runs: `BENCHMARKS.md`, "A backlog beside a sleeper,
+    /// push in many runs: `BENCHMARKS-HISTORY.md`, "A backlog beside a sleeper,
     /// woken every 256 pushes"). This look bounds that wait by the pushes
     /// between two looks; a woken worker that finds more queued hands the
     /// wake-up on as after any wake-up. Where the workers keep up, nothing
@@ -524,7 +524,7 @@ fn search(core: &Core, shared: &PoolShared, local: &Worker<OpPtr>, index: usize)
 /// sleeper, finding work at once, never searched and woke nobody. Both
 /// kept running from the backlog, so nobody searched again, while the
 /// others slept beside it (16 workers ran 100 µs bodies two at a time,
-/// `BENCHMARKS.md`, "A backlog left to two workers").
+/// `BENCHMARKS-HISTORY.md`, "A backlog left to two workers").
 fn sleep_then_look(shared: &PoolShared, local: &Worker<OpPtr>, index: usize) -> Option<OpPtr> {
     shared.sleep.sleep(index, || {
         shared.has_work() || shared.shutdown.load(Ordering::SeqCst)

@@ -9,7 +9,7 @@
 //! grow), and that index shares a cache line with the owner's own index.
 //! Each batch a worker steals writes that line, so the next push waits for
 //! it to come back from the stealer's core: on a 16-core machine the
-//! deque lost to crossbeam's `Injector` from 4 workers on (`BENCHMARKS.md`,
+//! deque lost to crossbeam's `Injector` from 4 workers on (`BENCHMARKS-HISTORY.md`,
 //! "Pusher queues at 4–16 workers"), where every push is two locked
 //! instructions on lines the searching workers read.
 //!

@@ -15,7 +15,7 @@
 //! (`BENCHMARKS-HISTORY.md`, "Ready ops in the pushing thread's own
 //! queue"); the ring of `push_ring.rs`, whose push reads no line the
 //! workers write, made the empty `indep`, `indep-novars` and `random`
-//! another 10–19% faster at the medians (`BENCHMARKS.md`, "The pushing
+//! another 10–19% faster at the medians (`BENCHMARKS-HISTORY.md`, "The pushing
 //! thread's queue as a ring").
 //!
 //! Pools of at most 16 workers hand these queues out by default, and
@@ -23,7 +23,7 @@
 //! `PusherQueues::new`). A crossbeam deque here had lost to the injector
 //! from 4 workers on, on 16 cores: it keeps the stealers' front index
 //! beside the owner's back index and reads it on every push, so every
-//! batch a worker stole took the pusher's line away (`BENCHMARKS.md`,
+//! batch a worker stole took the pusher's line away (`BENCHMARKS-HISTORY.md`,
 //! "Pusher queues at 4–16 workers"). The ring has no such line; on the
 //! same kind of machine it took 4–10% off `indep` (empty and 1 µs) at 8
 //! and 16 workers, and with the sleep fence split beside it (the default
@@ -73,7 +73,7 @@
 //! only at the eighth look made the empty `indep` 1.44 times slower than
 //! one ring at 2 workers on 2 cores, where a worker that waits for a CPU
 //! leaves its ring to the other; from the first look, 0.95 and 1.11
-//! times in two runs: `BENCHMARKS.md`, "Pushes dealt to a ring per
+//! times in two runs: `BENCHMARKS-HISTORY.md`, "Pushes dealt to a ring per
 //! worker".) The sleep protocol is unchanged: a worker going to sleep
 //! checks every ring (`PoolShared::has_work`).
 //! Each ring holds the queue's capacity split between the workers (at

@@ -69,7 +69,7 @@ pub(crate) enum WakeFence {
     /// (`push_count.rs`), where the empty one-worker `indep` took
     /// 0.60-0.62 of the time and the rows whose workers sleep most
     /// (`fan`, `rwmix`, `randsum` with 1 µs at 2 workers, the one-worker
-    /// `roundtrip`) were level (`BENCHMARKS.md`, "The push count without
+    /// `roundtrip`) were level (`BENCHMARKS-HISTORY.md`, "The push count without
     /// a locked add"); not measured between 2 and 8.
     Auto,
 }

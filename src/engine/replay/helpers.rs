@@ -9,7 +9,7 @@
 //! plain loads and stores (`run.rs`, `ALONE`). On a graph that runs in
 //! tens of µs that is most of the run: on the 2-core sandbox, graphs of
 //! 100 to 2,500 empty nodes ran 1.3–3.4× faster with one helper than with
-//! two (BENCHMARKS.md, "A replay's helpers chosen by timing"); in longer
+//! two (BENCHMARKS-HISTORY.md, "A replay's helpers chosen by timing"); in longer
 //! A/Bs, `wavefront`-100 (10,000 nodes) and `randsum` of 20,000 still ran
 //! 20–25% faster with one, `random` of 20,000 and `wavefront`-250 (62,500)
 //! level or faster with two ("A replay's trials of one helper up to
@@ -99,7 +99,7 @@ pub enum ReplayHelpers {
 /// (`wavefront`-100 15% and `randsum` 20% less time than with a budget of
 /// 200 µs, which left them untried), and level where the workers win
 /// (`wavefront`-250, 62,500 nodes), whose losing trials grow ever rarer
-/// (BENCHMARKS.md, "A replay's trials of one helper up to 1 ms").
+/// (BENCHMARKS-HISTORY.md, "A replay's trials of one helper up to 1 ms").
 #[cfg(not(loom))]
 pub(crate) const TRIAL_BUDGET: Duration = Duration::from_millis(2);
 

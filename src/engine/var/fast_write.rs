@@ -128,7 +128,7 @@ impl VarInner {
     /// is the one locked instruction then. A stale `IDLE` or a stale
     /// "busy" costs nothing but the lock path, which takes the token out
     /// itself (`close_fast_write_locked`). Empty `chain` at one worker:
-    /// 0.64 of the time (BENCHMARKS.md, "A load before the idle var's
+    /// 0.64 of the time (BENCHMARKS-HISTORY.md, "A load before the idle var's
     /// compare-and-swap").
     #[inline]
     pub(super) fn try_take_idle_for_write(&self, op: OpPtr) -> Option<Appended> {
