@@ -50,8 +50,9 @@ impl Signal {
     /// thread) waited 5–20 µs per round trip when it yielded every 64
     /// looks from the start, and 1.2–2.4 µs when it first spun 5 µs
     /// without yielding (naive executor, `depengine bench --workload
-    /// roundtrip --engine naive`, 2-core AMD EPYC sandbox; BENCHMARKS.md,
-    /// "Where the peers win, and why"). After that the yields let a
+    /// roundtrip --engine naive`, 2-core AMD EPYC sandbox;
+    /// BENCHMARKS-HISTORY.md, "Where the peers win, and why" as it read
+    /// until 2026-12-02, `roundtrip`). After that the yields let a
     /// signaller that shares this core run.
     ///
     /// `cpu_to_spare` tells whether the engine's awake workers leave a CPU
