@@ -497,6 +497,30 @@ fn cpu_time_reports_the_threads_shares_and_refuses_roundtrip() {
     assert!(!plain.contains("worker_cpu"), "{plain}");
 }
 
+#[test]
+fn line_probe_reports_the_round_trip_beside_each_kind_of_run() {
+    for args in [
+        &["--workload", "wavefront", "--n", "20", "--workers", "2"][..],
+        &["--workload", "roundtrip", "--ops", "200"][..],
+    ] {
+        let line = result_line(&[args, &["--runs", "3", "--line-probe"]].concat());
+        let ns = |key| -> f64 { field(&line, key).parse().unwrap() };
+        let (median, min, max) = (ns("line_rtt_ns"), ns("line_rtt_min"), ns("line_rtt_max"));
+        // A mean of 20,000 trips over two threads' writes: above a
+        // nanosecond, below a millisecond even where both share a CPU
+        // and each trip is two context switches; the median of three
+        // lies between the least and the most.
+        assert!(min > 1.0 && max < 1e6, "{line}");
+        assert!(min <= median && median <= max, "{line}");
+    }
+    let plain = small_wavefront_with("20", "--body-us", "0");
+    assert!(!plain.contains("line_rtt"), "{plain}");
+    for other in ["--ideal", "--dump-trace=/dev/null"] {
+        let err = refused(&["--workload", "chain", "--line-probe", other]);
+        assert!(err.contains("--line-probe"), "{other}: {err}");
+    }
+}
+
 /// The three lines of a run of `args` (words split at spaces) with
 /// `--versus FLAGS`: the first side's, the second's and the `paired` line.
 fn versus_lines(args: &str, flags: &str) -> [String; 3] {

@@ -19,6 +19,7 @@ mod check;
 mod cpu;
 mod driver;
 mod ideal;
+mod line_probe;
 mod run;
 mod trace;
 mod workload;
@@ -34,6 +35,7 @@ pub use check::OrderCheck;
 pub use cpu::{account_cpu, account_cpu_threads, cpu_accounting_supported, CpuUse};
 pub use driver::{flag_or_exit, flag_value, print_checked, DriverResult};
 pub use ideal::{ideal_schedule, IdealSchedule};
+pub use line_probe::line_round_trip_ns;
 pub use run::{
     busy, roundtrip, run_trace, run_trace_batched, run_trace_pushers, run_trace_replay,
     run_trace_serial, run_trace_stream, ReplayVars, RunResult, TraceReplay,

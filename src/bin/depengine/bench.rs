@@ -190,6 +190,16 @@ pub(crate) struct BenchArgs {
     /// counted (the second engine's threads are named `versus-...`).
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
     cpu_time: bool,
+    /// Before each timed run (not timed), pass one cache line between
+    /// this thread and another 20,000 times and report the mean round
+    /// trip: `line_rtt_ns` (median over the runs), `line_rtt_min` and
+    /// `line_rtt_max`. Every op passes lines between the pushing thread
+    /// and a worker, and on some virtual machines that passage takes
+    /// several times longer in some seconds than in others: the figure
+    /// tells which state a line was measured in. With --versus, each
+    /// side probes before its own runs.
+    #[arg(long, conflicts_with_all = ["dump_trace", "ideal"])]
+    line_probe: bool,
     /// Print what an engine with no overhead would do on `--workers`
     /// workers (list scheduling of the inferred graph, bodies only) as a
     /// line of system `ideal`, and exit: the yardstick for `efficiency`.

@@ -4,8 +4,8 @@
 //! the first's in the same process.
 
 use depengine::bench::{
-    quantile, roundtrip, run_trace_batched, run_trace_pushers, run_trace_serial, run_trace_stream,
-    ReplayVars, RunResult, Summary, Trace, TraceReplay,
+    line_round_trip_ns, quantile, roundtrip, run_trace_batched, run_trace_pushers,
+    run_trace_serial, run_trace_stream, ReplayVars, RunResult, Summary, Trace, TraceReplay,
 };
 use depengine::{Engine, ReplayHelpers};
 
@@ -40,7 +40,14 @@ struct Samples {
     worker_sleeps: Vec<f64>,
     pusher_sleeps: Vec<f64>,
     pusher_wakes: Vec<f64>,
+    /// `--line-probe`: the round trip before each timed run, in ns.
+    line_rtt: Vec<f64>,
 }
+
+/// Round trips of `--line-probe` before each timed run: 2-10 ms on the
+/// 2-core sandbox, and enough that a scheduler's tick inside the probe
+/// moves its mean by little.
+const LINE_PROBE_TRIPS: u64 = 20_000;
 
 impl Side {
     /// Builds the engine `args` describe, its worker threads' names
@@ -125,6 +132,11 @@ impl Side {
         ops: usize,
         trace: Option<&Trace>,
     ) -> Result<f64, Box<dyn std::error::Error>> {
+        if args.line_probe {
+            let ns = line_round_trip_ns(LINE_PROBE_TRIPS)
+                .ok_or("--line-probe: could not start the probe's second thread")?;
+            self.samples.line_rtt.push(ns);
+        }
         let Some(trace) = trace else {
             let t = roundtrip(&self.engine, ops, body_ns(args), None)?;
             let ns = t.as_nanos() as f64 / ops as f64;
@@ -210,6 +222,13 @@ impl Side {
                 Summary::of(&s.worker_sleeps).median,
                 Summary::of(&s.pusher_sleeps).median,
                 Summary::of(&s.pusher_wakes).median
+            );
+        }
+        if !s.line_rtt.is_empty() {
+            let rtt = Summary::of(&s.line_rtt);
+            line += &format!(
+                " line_rtt_ns={:.0} line_rtt_min={:.0} line_rtt_max={:.0}",
+                rtt.median, rtt.min, rtt.max
             );
         }
         if !s.p50.is_empty() {
