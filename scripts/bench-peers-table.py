@@ -10,7 +10,11 @@ row from several files count as rounds (below).
 
 First the machine line of each file (`# machine:`, written by
 scripts/bench-peers.sh: CPU model, L3, kernel, and the commit of the tree
-the run was made from), each once. Tables: ns per op, median (min-max)
+the run was made from), each once; then, where lines carry
+`depengine bench --line-probe`'s fields, a line on the cache line's round
+trip they saw before their runs (on virtual machines whose CPUs move on
+the host it has levels several times apart, and the empty rows follow
+it). Tables: ns per op, median (min-max)
 per system; the ratio peer / depengine of the medians (above 1:
 depengine is faster), and the same against each
 of depengine's other configurations present (helping, pushing, stream, replay,
@@ -89,6 +93,34 @@ def parse(*paths):
             systems.append(f["system"])
     rows = {k: {s: merge(ls) for s, ls in r.items()} for k, r in lines.items()}
     return rows, systems, machines
+
+
+def line_probes(*paths):
+    """The `--line-probe` fields of every result line in `paths` that has
+    them, as (min, median, max) round trips in ns, in file order."""
+    probes = []
+    for path in paths:
+        with open(path, encoding="utf-8") as results:
+            for line in results:
+                if not line.startswith("workload="):
+                    continue
+                f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+                if "line_rtt_ns" in f:
+                    probes.append(tuple(float(f[k]) for k in ("line_rtt_min", "line_rtt_ns", "line_rtt_max")))
+    return probes
+
+
+def probe_summary(probes):
+    """One sentence on the round trips of `line_probes`, or None."""
+    if not probes:
+        return None
+    medians = sorted(m for _, m, _ in probes)
+    mid = medians[(len(medians) - 1) // 2]
+    spread = sum(1 for lo, _, hi in probes if hi > 2 * lo)
+    return (f"Cache line round trip before the runs (`--line-probe`, {len(probes)} lines): "
+            f"median of the lines' medians {mid:.0f} ns, least {min(lo for lo, _, _ in probes):.0f}, "
+            f"most {max(hi for _, _, hi in probes):.0f}; "
+            f"{spread} line(s) whose probes differed by more than 2×.")
 
 
 def cell(f, what="ns"):
@@ -206,7 +238,10 @@ def main():
     # are named as such.
     for m in machines:
         print(m[0].upper() + m[1:])
-    if machines:
+    probed = probe_summary(line_probes(*sys.argv[1:]))
+    if probed:
+        print(probed)
+    if machines or probed:
         print()
     base = "depengine" if "depengine" in systems else systems[0]
     # `ideal` (a scheduler that costs nothing) is the yardstick of the

@@ -49,6 +49,7 @@
 #                  depengine-replay mxnet starpu
 #                  openmp-gomp openmp-libomp tbb-flow rayon lean lean-like
 #                  ideal
+#                  (depengine's lines carry --line-probe's round trip)
 #                  (lean: not a peer but a yardstick, peers/lean: the
 #                  engine's inference protocol with the lightest op;
 #                  lean-like: the same with its op state handed round in
@@ -267,7 +268,10 @@ for wl in $WORKLOADS; do
           [[ $sys == ideal ]] && ((round > 1)) && continue
           tag="workload=$label body_us=$body system=$sys workers=$w"
           case $sys in
-            depengine) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device ;;
+            # --line-probe: the cache line's round trip before each run,
+            # the machine's state the row was measured in (BENCHMARKS.md,
+            # "The states of the 2-core sandbox"); the table sums it up
+            depengine) run "$tag" "$DEPENGINE" bench "${args[@]}" --workers "$w" --runs "$RUNS" --engine per-device --line-probe ;;
             depengine-helping)
               # W threads in all, as for OpenMP, oneTBB and rayon: W - 1
               # workers plus the pushing thread, which runs ops while it

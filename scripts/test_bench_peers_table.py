@@ -282,6 +282,26 @@ class Tables(unittest.TestCase):
         # a file without one (written before the line was) starts with the table
         self.assertTrue(self.render(lines).startswith("ns per op"))
 
+    def test_line_probes_are_summed_up_above_the_tables(self):
+        lines = [
+            line("indep", "depengine", 100.0, 90.0, 110.0,
+                 line_rtt_ns=80, line_rtt_min=75, line_rtt_max=90),
+            line("chain", "depengine", 200.0, 190.0, 400.0,
+                 line_rtt_ns=450, line_rtt_min=80, line_rtt_max=480),
+            line("fan", "depengine", 300.0, 290.0, 310.0,
+                 line_rtt_ns=470, line_rtt_min=460, line_rtt_max=490),
+            line("indep", "rayon", 50.0, 40.0, 60.0),
+        ]
+        with results_file(lines) as path:
+            self.assertEqual(table.line_probes(path), [(75, 80, 90), (80, 450, 480), (460, 470, 490)])
+        text = self.render(lines)
+        head = text.split("ns per op")[0]
+        self.assertIn("3 lines", head)
+        self.assertIn("median of the lines' medians 450 ns, least 75, most 490", head)
+        self.assertIn("1 line(s) whose probes differed by more than 2×", head)
+        # without the fields, no sentence
+        self.assertNotIn("round trip", self.render(lines[3:]))
+
     def test_no_file_is_a_usage_error(self):
         argv, sys.argv = sys.argv, ["bench-peers-table.py"]
         try:
