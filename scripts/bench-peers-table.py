@@ -62,21 +62,31 @@ def merge(lines):
     return f
 
 
+def read_text(paths):
+    """The lines of every file in `paths`, in their order."""
+    text = []
+    for path in paths:
+        with open(path, encoding="utf-8") as results:
+            text += results.read().splitlines()
+    return text
+
+
+def fields(line):
+    """A result line's `key=value` words as a dict."""
+    return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+
+
 def parse(*paths):
     """Rows keyed by (workload, body, workers): system -> its merged line,
     over the lines of every file in `paths`, in their order; the systems in
     the order first met; and the files' `# machine:` lines, each once."""
     lines, systems, machines = {}, [], []
-    text = []
-    for path in paths:
-        with open(path, encoding="utf-8") as results:
-            text += results.read().splitlines()
-    for line in text:
+    for line in read_text(paths):
         if line.startswith("# machine: ") and line[2:] not in machines:
             machines.append(line[2:])
         if not line.startswith("workload="):
             continue
-        f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        f = fields(line)
         words = line.split()
         if "unsupported" in words:
             f["status"] = "n/a"
@@ -99,14 +109,10 @@ def line_probes(*paths):
     """The `--line-probe` fields of every result line in `paths` that has
     them, as (min, median, max) round trips in ns, in file order."""
     probes = []
-    for path in paths:
-        with open(path, encoding="utf-8") as results:
-            for line in results:
-                if not line.startswith("workload="):
-                    continue
-                f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-                if "line_rtt_ns" in f:
-                    probes.append(tuple(float(f[k]) for k in ("line_rtt_min", "line_rtt_ns", "line_rtt_max")))
+    for line in read_text(paths):
+        f = fields(line) if line.startswith("workload=") else {}
+        if "line_rtt_ns" in f:
+            probes.append(tuple(float(f[k]) for k in ("line_rtt_min", "line_rtt_ns", "line_rtt_max")))
     return probes
 
 
