@@ -398,7 +398,9 @@ impl EngineBuilder {
     /// a worker it took the CPU from gets back to its op. With
     /// [`EngineBuilder::help_while_waiting`] the waiting push runs queued
     /// ops meanwhile. The engine's own threads (ops that push ops) never
-    /// wait. An op pushed while the lead is full, high-priority ones
+    /// wait. Pushes inside an [`Engine::batch`] do not wait either (the
+    /// ops the batch holds could not complete): the batch looks when it
+    /// closes, after handing them over. An op pushed while the lead is full, high-priority ones
     /// included, reaches the workers when the push that waits returns: set
     /// 0 where pushes must never wait, or where the ops that can run in
     /// parallel are pushed far apart.

@@ -106,10 +106,26 @@ impl Core {
         self.keep_lead();
     }
 
+    /// What the close of a batch looks at when one of its pushes was one
+    /// that looks (`batch.rs`): what that push would have looked at
+    /// outside the batch. Its held ops are handed over by then. The lead
+    /// is kept even where the pushing thread helps while pushing
+    /// (`EngineBuilder::help_while_pushing`): a batch's pushes never help,
+    /// so nothing else keeps its pushes near the running ops.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn look_after_batch(&self) {
+        self.wake_for_backlog();
+        if self.lead.limited() && !self.on_own_thread() && !self.in_batch() {
+            self.lead.keep(&LeadOf(self));
+        }
+    }
+
     /// Keeps the rule above. The engine's own threads never wait (an op
     /// that pushes ops would hold the worker the pending ops need), nor
     /// does a thread with a batch open (its held ops are pending and
-    /// cannot complete before it closes), nor a pusher that helps run the
+    /// cannot complete before it closes: the batch looks when it closes,
+    /// [`Core::look_after_batch`]), nor a pusher that helps run the
     /// backlog instead (`EngineBuilder::help_while_pushing`).
     fn keep_lead(&self) {
         if self.lead.limited()
@@ -587,6 +603,84 @@ mod wiring {
         assert_eq!(x.version(), 1001);
     }
 
+    /// The same pushes in batches of 100: no push waits inside a batch,
+    /// and a batch that passed a look waits when it closes, as the push
+    /// would have (before batches looked, none did and the loop ended
+    /// with `stalled_at` still `None`).
+    #[test]
+    fn batches_past_the_limit_keep_the_lead_when_they_close() {
+        let (engine, x, done) = held_behind_a_small_lead();
+        for _ in 0..10 {
+            engine
+                .batch(|b| {
+                    for _ in 0..100 {
+                        b.push(OpDesc::new("after").writes(&x), |_| Ok(()))?;
+                    }
+                    // No wait inside the batch, whatever its pushes.
+                    assert_eq!(b.held(), 0);
+                    Ok(())
+                })
+                .unwrap();
+        }
+        assert_eq!(engine.core().lead.stalled_at(), Some(0));
+        done.done();
+        engine.wait_for_all().unwrap();
+        assert_eq!(x.version(), 1001);
+    }
+
+    /// Batches nested in one batch of the same engine leave the look to
+    /// the outermost: nothing waits until it closes, and then it does.
+    #[test]
+    fn nested_batches_leave_the_look_to_the_outermost() {
+        let (engine, x, done) = held_behind_a_small_lead();
+        engine
+            .batch(|_outer| {
+                for _ in 0..10 {
+                    engine.batch(|inner| {
+                        for _ in 0..100 {
+                            inner.push(OpDesc::new("after").writes(&x), |_| Ok(()))?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                assert_eq!(engine.core().lead.stalled_at(), None);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(engine.core().lead.stalled_at(), Some(0));
+        done.done();
+        engine.wait_for_all().unwrap();
+        assert_eq!(x.version(), 1001);
+    }
+
+    /// A batch of fewer pushes than between two looks, none of them at a
+    /// look, does not look when it closes.
+    #[test]
+    fn a_batch_between_two_looks_does_not_look() {
+        let (engine, x, done) = held_behind_a_small_lead();
+        // Pushes are numbered from 0, and a push looks when its number is
+        // a multiple of 256: the held op was push 0, so pushes 1 to 255,
+        // past the limit of 64, pass no look.
+        engine
+            .batch(|b| {
+                for _ in 0..255 {
+                    b.push(OpDesc::new("after").writes(&x), |_| Ok(()))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(engine.core().lead.stalled_at(), None);
+        // The next push, number 256, looks, finds no completion and stops
+        // waiting.
+        engine
+            .push(OpDesc::new("after").writes(&x), |_| Ok(()))
+            .unwrap();
+        assert_eq!(engine.core().lead.stalled_at(), Some(0));
+        done.done();
+        engine.wait_for_all().unwrap();
+        assert_eq!(x.version(), 257);
+    }
+
     #[test]
     fn ops_pushed_from_an_op_never_wait() {
         let (engine, x, done) = held_behind_a_small_lead();
@@ -597,6 +691,33 @@ mod wiring {
             .push(OpDesc::new("pusher").writes(&y), move |_| {
                 for _ in 0..1000 {
                     inner.push(OpDesc::new("after").writes(&x2), |_| Ok(()))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        engine.wait_for_var(&y).unwrap();
+        assert_eq!(engine.core().lead.stalled_at(), None);
+        done.done();
+        engine.wait_for_all().unwrap();
+        assert_eq!(x.version(), 1001);
+    }
+
+    /// Batches pushed from inside an op never wait either when they close.
+    #[test]
+    fn batches_pushed_from_an_op_never_wait() {
+        let (engine, x, done) = held_behind_a_small_lead();
+        let inner = engine.clone();
+        let y = engine.new_var();
+        let x2 = x.clone();
+        engine
+            .push(OpDesc::new("pusher").writes(&y), move |_| {
+                for _ in 0..10 {
+                    inner.batch(|b| {
+                        for _ in 0..100 {
+                            b.push(OpDesc::new("after").writes(&x2), |_| Ok(()))?;
+                        }
+                        Ok(())
+                    })?;
                 }
                 Ok(())
             })

@@ -74,9 +74,11 @@ engine_thread_local! {
 }
 
 engine_thread_local! {
-    /// Ids of the engines on which this thread has a batch open, innermost
-    /// last (batches nest, on one engine or several).
-    static BATCH_ENGINES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The engines on which this thread has a batch open, innermost last
+    /// (batches nest, on one engine or several): each engine's id, and
+    /// whether a batch nested in that one owes its engine a look at the
+    /// lead (see [`Core::close_batch`]).
+    static BATCH_ENGINES: std::cell::RefCell<Vec<(u64, bool)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Engine ids start at 1 so that 0 can mean "no engine".
@@ -566,24 +568,40 @@ impl Core {
     /// Marks this thread as having a batch open on this engine, until
     /// [`Core::close_batch`].
     pub(crate) fn open_batch(&self) {
-        BATCH_ENGINES.with(|b| b.borrow_mut().push(self.id));
+        BATCH_ENGINES.with(|b| b.borrow_mut().push((self.id, false)));
     }
 
-    /// Ends one batch's mark for this engine (see [`Core::open_batch`]).
+    /// Ends one batch's mark for this engine (see [`Core::open_batch`]);
+    /// `owes_look` when the batch's pushes (or those of a batch nested in
+    /// it) passed a multiple of [`super::lead::CHECK_EVERY`], where a
+    /// push outside a batch looks at the lead. Returns true when the
+    /// caller is to look now: it owes a look and no other batch of this
+    /// engine is open on the thread. Otherwise the look passes to this
+    /// engine's next batch out, which looks when it closes: a thread
+    /// with a batch open cannot wait (its held ops cannot complete).
+    ///
     /// Batches close innermost first, unless a closure swapped two of
     /// them (`std::mem::swap` through their `&mut`): the mark to drop is
     /// then this engine's last, not necessarily the top.
-    pub(crate) fn close_batch(&self) {
+    pub(crate) fn close_batch(&self, owes_look: bool) -> bool {
         BATCH_ENGINES.with(|b| {
             let mut b = b.borrow_mut();
-            if let Some(at) = b.iter().rposition(|&id| id == self.id) {
-                b.remove(at);
+            let owes = match b.iter().rposition(|&(id, _)| id == self.id) {
+                Some(at) => b.remove(at).1 || owes_look,
+                None => owes_look,
+            };
+            match b.iter_mut().rev().find(|(id, _)| *id == self.id) {
+                Some(outer) => {
+                    outer.1 |= owes;
+                    false
+                }
+                None => owes,
             }
-        });
+        })
     }
 
     pub(crate) fn in_batch(&self) -> bool {
-        BATCH_ENGINES.with(|b| b.borrow().contains(&self.id))
+        BATCH_ENGINES.with(|b| b.borrow().iter().any(|&(id, _)| id == self.id))
     }
 
     pub(crate) fn check_context(&self, ctx: Context, op: &str) -> Result<(), EngineError> {
