@@ -367,6 +367,12 @@ fn replay_runs_name_their_system_and_refuse_priority_and_roundtrip() {
     ]);
     assert_eq!(field(&line, "system"), "depengine-per-device-replay");
     assert_eq!(field(&line, "ops"), "900");
+    // The capture's time per node: a positive number of nanoseconds, on
+    // replay lines only.
+    let capture: f64 = field(&line, "capture_ns_per_op").parse().unwrap();
+    assert!(capture > 0.0 && capture.is_finite(), "{line}");
+    let pushed = result_line(&["--workload", "wavefront", "--n", "30", "--runs", "1"]);
+    assert!(!pushed.contains("capture_ns_per_op"), "{pushed}");
     for workload in ["priority", "roundtrip"] {
         let err = refused(&["--workload", workload, "--replay"]);
         assert!(err.contains("--replay") && err.contains(workload), "{err}");

@@ -92,7 +92,9 @@ pub(crate) struct BenchArgs {
     /// as those drivers get it), or with --replay-engine-vars engine vars,
     /// which the replay's op holds. Not for priority (a replay's nodes have
     /// no priority) or roundtrip. The line's system gets `-replay` (or
-    /// `-replay-vars`).
+    /// `-replay-vars`), and `capture_ns_per_op`: the capture's time per
+    /// node (once, before the runs), what pushing the graph whole must
+    /// repay.
     #[arg(long, conflicts_with_all = ["dump_trace", "ideal", "batch", "pushers", "help_push"])]
     replay: bool,
     /// Run the ops in a serial scope (`Engine::serial`): each runs at its

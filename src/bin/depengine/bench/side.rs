@@ -8,6 +8,7 @@ use depengine::bench::{
     run_trace_serial, run_trace_stream, ReplayVars, RunResult, Summary, Trace, TraceReplay,
 };
 use depengine::{Engine, ReplayHelpers};
+use std::time::Instant;
 
 use super::{body_ns, result_line, shows_efficiency, BenchArgs};
 
@@ -22,6 +23,10 @@ pub(super) struct Side {
     /// The captured graph, with `--replay`: captured once, pushed by every
     /// run, as the rayon driver builds its graph once.
     replay: Option<TraceReplay>,
+    /// With `--replay`: the capture's time per node, in ns (timed once,
+    /// before any run; a replay pushed k times repays it where k times
+    /// what it saves per push exceeds it).
+    capture_ns_per_op: Option<f64>,
     samples: Samples,
 }
 
@@ -67,27 +72,26 @@ impl Side {
             Some(p) => p.1 + usize::from(args.help_wait),
             None => 1,
         };
-        let replay = match trace {
+        let (replay, capture_ns_per_op) = match trace {
             Some(trace) if args.replay => {
                 let vars = if args.replay_engine_vars {
                     ReplayVars::Engine
                 } else {
                     ReplayVars::Private
                 };
-                Some(TraceReplay::capture_with(
-                    &engine,
-                    trace,
-                    vars,
-                    args.replay_helpers,
-                )?)
+                let start = Instant::now();
+                let replay = TraceReplay::capture_with(&engine, trace, vars, args.replay_helpers)?;
+                let ns = start.elapsed().as_nanos() as f64 / replay.len().max(1) as f64;
+                (Some(replay), Some(ns))
             }
-            _ => None,
+            _ => (None, None),
         };
         Ok(Side {
             engine,
             system: system_name(args),
             workers,
             replay,
+            capture_ns_per_op,
             samples: Samples::default(),
         })
     }
@@ -209,6 +213,9 @@ impl Side {
         }
         if !s.push_ns.is_empty() {
             line += &format!(" push_ns_per_op={:.1}", Summary::of(&s.push_ns).median);
+        }
+        if let Some(ns) = self.capture_ns_per_op {
+            line += &format!(" capture_ns_per_op={ns:.1}");
         }
         if args.cpu_time {
             // Every run has its counters: the system has them (checked
