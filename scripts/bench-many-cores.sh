@@ -43,9 +43,10 @@
 #                  before these (--pusher-queues-up-to 2
 #                  --asymmetric-fence off), every worker searching
 #                  (--max-searching 16), the pushes dealt to a ring per
-#                  worker (--deal-pushes), both, a stream, and 4 pushing
-#                  threads on indep; empty and 1 µs indep, 1 µs
-#                  wavefront and random (~220 s)
+#                  worker (--deal-pushes), both, a stream, batches of
+#                  256 (--batch 256: kept to the lead since 4d3612d),
+#                  and 4 pushing threads on indep; empty and 1 µs
+#                  indep, 1 µs wavefront and random (~260 s)
 #     lean         the default engine against the lean control (peers/
 #                  lean: the engine's protocol with the lightest op) and
 #                  its engine-like layout (lean-like) and rayon, at 16,
@@ -53,7 +54,7 @@
 #                  random with 0, 1 and 10 µs bodies (240 s, its
 #                  deadline; needs a bundle with the lean control)
 #     first        pairs, granularity, then smallgraphs: one call of
-#                  about 300 s
+#                  about 340 s
 #     second       ring, then wake: one call of about 120 s
 #     third        profiles, then peers: one call of about 320 s
 # (The times are those of a 16-core machine on 2026-11-30, a bundle of
@@ -188,7 +189,7 @@ plan_pairs() {
     for row in "indep --vars 0 --body-us 0" "indep --vars 0 --body-us 1" \
       "wavefront --n $WAVE --body-us 1" "random --body-us 1"; do
       for v in "$BEFORE" "--max-searching 16" "--deal-pushes" \
-        "--deal-pushes --max-searching 16" "--stream" "--pushers 4"; do
+        "--deal-pushes --max-searching 16" "--stream" "--batch 256" "--pushers 4"; do
         [[ $v == --pushers* && $row != indep* ]] && continue
         # shellcheck disable=SC2086
         timeout "$((TIMEOUT * 4))" "$BUNDLE/depengine" bench --workload $row --ops "$OPS" \

@@ -64,6 +64,41 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Choosing how to push
+//!
+//! Every way of pushing keeps the same order (per var, effects happen in
+//! push order); they differ in when the graph is inferred and which
+//! threads run the ops. What each one gained or cost against
+//! [`Engine::push`] on 2 workers of a 2-core machine, on the benchmark
+//! workloads with empty and 1 µs bodies, is in the repository's
+//! `BENCHMARKS.md` ("Ways of pushing the same ops"):
+//!
+//! - [`Engine::push`], op by op: the general case. Each push infers the
+//!   op's dependencies and hands it to a worker when it is ready.
+//! - A [`Replay`] ([`Engine::replay_builder`], [`Engine::push_replay`]),
+//!   for a graph pushed again and again: the fastest way on every
+//!   workload measured (0.07–0.37 of `push`'s time with empty ops,
+//!   0.61–0.95 with 1 µs bodies). Its capture costs a few pushes' worth
+//!   per node (0.2–1.9 µs there), repaid within 2 to 8 pushes.
+//! - [`Engine::serial`], for ops too small to hand to another thread:
+//!   each runs at its push on the calling thread, without the var
+//!   protocol. 3–12× faster than `push` with empty ops there; with 1 µs
+//!   bodies one thread does the work of the workers, so it is slower
+//!   wherever they could run ops in parallel.
+//! - [`Engine::push_all`], a stream: asks for the next ops' vars ahead
+//!   while it pushes, which pays where those vars are out of the caches;
+//!   otherwise level with `push`.
+//! - [`Engine::batch`]: hands the ops that are ready at their push over
+//!   together when the batch closes, for one thread feeding many
+//!   workers. The held ops wait for the batch to close, so where every
+//!   op is ready at once and the workers keep up (independent ops on 2
+//!   workers) batches are slower than `push`.
+//! - [`EngineBuilder::help_while_waiting`] and
+//!   [`EngineBuilder::help_while_pushing`]: the calling thread runs
+//!   queued ops while it waits (and pushes), for a program that gives the
+//!   engine one worker fewer than it has CPUs. Beside a full set of
+//!   workers they were level or slower on most workloads there.
+//!
 //! The contract every executor keeps is in the repository's design notes
 //! (rules 1–8): per-var push order is effect order, failures propagate to
 //! what depends on them and are reported by waits, misuse is an `Err`.
