@@ -550,7 +550,9 @@ mod tests {
 #[cfg(test)]
 mod wiring {
     use crate::engine::completion::held_op;
-    use crate::engine::{Engine, EngineKind, OpDesc, DEFAULT_LEAD_PER_WORKER};
+    use crate::engine::{
+        Batch, Completion, Engine, EngineError, EngineKind, OpDesc, Var, DEFAULT_LEAD_PER_WORKER,
+    };
 
     #[test]
     fn the_limit_follows_the_builder() {
@@ -573,7 +575,7 @@ mod wiring {
 
     /// One worker, a lead of 64 ops, and var `x` held by an async op
     /// until the returned completion is consumed.
-    fn held_behind_a_small_lead() -> (Engine, crate::Var, crate::Completion) {
+    fn held_behind_a_small_lead() -> (Engine, Var, Completion) {
         let engine = Engine::builder()
             .cpu_workers(1)
             .max_lead(64)
@@ -584,23 +586,55 @@ mod wiring {
         (engine, x, done)
     }
 
+    /// Pushes `n` ops that write `x`, all queued behind the held op.
+    fn push_writes(engine: &Engine, x: &Var, n: usize) -> Result<(), EngineError> {
+        (0..n).try_for_each(|_| engine.push(OpDesc::new("after").writes(x), |_| Ok(())))
+    }
+
+    /// [`push_writes`] through a batch.
+    fn batch_writes(b: &mut Batch<'_>, x: &Var, n: usize) -> Result<(), EngineError> {
+        (0..n).try_for_each(|_| b.push(OpDesc::new("after").writes(x), |_| Ok(())))
+    }
+
+    /// Completes the held op, waits for all, and checks that the held op
+    /// and the `pushed` ops after it all ran.
+    fn release_and_check(engine: &Engine, x: &Var, done: Completion, pushed: u64) {
+        done.done();
+        engine.wait_for_all().unwrap();
+        assert_eq!(x.version(), pushed + 1);
+    }
+
+    /// Runs `pushes` inside an op (on a worker of the engine), with the
+    /// engine and the held var, then checks that no push waited and that
+    /// the `pushed` ops ran.
+    fn pushed_from_an_op(
+        pushed: u64,
+        pushes: impl FnOnce(&Engine, &Var) -> Result<(), EngineError> + Send + 'static,
+    ) {
+        let (engine, x, done) = held_behind_a_small_lead();
+        let (inner, x2) = (engine.clone(), x.clone());
+        let y = engine.new_var();
+        engine
+            .push(OpDesc::new("pusher").writes(&y), move |_| {
+                Ok(pushes(&inner, &x2)?)
+            })
+            .unwrap();
+        engine.wait_for_var(&y).unwrap();
+        assert_eq!(engine.core().lead.stalled_at(), None);
+        release_and_check(&engine, &x, done, pushed);
+    }
+
     /// Ops queued behind an async op that the pushing thread completes
     /// itself, past the limit: the pushes find no completion, stop
     /// waiting, and the thread goes on to complete the op.
     #[test]
     fn a_push_past_the_limit_waits_only_while_ops_complete() {
         let (engine, x, done) = held_behind_a_small_lead();
-        for _ in 0..1000 {
-            engine
-                .push(OpDesc::new("after").writes(&x), |_| Ok(()))
-                .unwrap();
-        }
+        push_writes(&engine, &x, 1000).unwrap();
         // Nothing could complete: the first wait ended for want of
         // completions, and none waited since (or the loop would not end).
         assert_eq!(engine.core().lead.stalled_at(), Some(0));
-        done.done();
-        engine.wait_for_all().unwrap();
-        assert_eq!(x.version(), 1001);
+        release_and_check(&engine, &x, done, 1000);
     }
 
     /// The same pushes in batches of 100: no push waits inside a batch,
@@ -613,19 +647,15 @@ mod wiring {
         for _ in 0..10 {
             engine
                 .batch(|b| {
-                    for _ in 0..100 {
-                        b.push(OpDesc::new("after").writes(&x), |_| Ok(()))?;
-                    }
-                    // No wait inside the batch, whatever its pushes.
+                    batch_writes(b, &x, 100)?;
+                    // Queued behind the held op: none ready, none held.
                     assert_eq!(b.held(), 0);
                     Ok(())
                 })
                 .unwrap();
         }
         assert_eq!(engine.core().lead.stalled_at(), Some(0));
-        done.done();
-        engine.wait_for_all().unwrap();
-        assert_eq!(x.version(), 1001);
+        release_and_check(&engine, &x, done, 1000);
     }
 
     /// Batches nested in one batch of the same engine leave the look to
@@ -636,21 +666,14 @@ mod wiring {
         engine
             .batch(|_outer| {
                 for _ in 0..10 {
-                    engine.batch(|inner| {
-                        for _ in 0..100 {
-                            inner.push(OpDesc::new("after").writes(&x), |_| Ok(()))?;
-                        }
-                        Ok(())
-                    })?;
+                    engine.batch(|inner| batch_writes(inner, &x, 100))?;
                 }
                 assert_eq!(engine.core().lead.stalled_at(), None);
                 Ok(())
             })
             .unwrap();
         assert_eq!(engine.core().lead.stalled_at(), Some(0));
-        done.done();
-        engine.wait_for_all().unwrap();
-        assert_eq!(x.version(), 1001);
+        release_and_check(&engine, &x, done, 1000);
     }
 
     /// A batch of fewer pushes than between two looks, none of them at a
@@ -661,71 +684,25 @@ mod wiring {
         // Pushes are numbered from 0, and a push looks when its number is
         // a multiple of 256: the held op was push 0, so pushes 1 to 255,
         // past the limit of 64, pass no look.
-        engine
-            .batch(|b| {
-                for _ in 0..255 {
-                    b.push(OpDesc::new("after").writes(&x), |_| Ok(()))?;
-                }
-                Ok(())
-            })
-            .unwrap();
+        engine.batch(|b| batch_writes(b, &x, 255)).unwrap();
         assert_eq!(engine.core().lead.stalled_at(), None);
         // The next push, number 256, looks, finds no completion and stops
         // waiting.
-        engine
-            .push(OpDesc::new("after").writes(&x), |_| Ok(()))
-            .unwrap();
+        push_writes(&engine, &x, 1).unwrap();
         assert_eq!(engine.core().lead.stalled_at(), Some(0));
-        done.done();
-        engine.wait_for_all().unwrap();
-        assert_eq!(x.version(), 257);
+        release_and_check(&engine, &x, done, 256);
     }
 
     #[test]
     fn ops_pushed_from_an_op_never_wait() {
-        let (engine, x, done) = held_behind_a_small_lead();
-        let inner = engine.clone();
-        let y = engine.new_var();
-        let x2 = x.clone();
-        engine
-            .push(OpDesc::new("pusher").writes(&y), move |_| {
-                for _ in 0..1000 {
-                    inner.push(OpDesc::new("after").writes(&x2), |_| Ok(()))?;
-                }
-                Ok(())
-            })
-            .unwrap();
-        engine.wait_for_var(&y).unwrap();
-        assert_eq!(engine.core().lead.stalled_at(), None);
-        done.done();
-        engine.wait_for_all().unwrap();
-        assert_eq!(x.version(), 1001);
+        pushed_from_an_op(1000, |engine, x| push_writes(engine, x, 1000));
     }
 
     /// Batches pushed from inside an op never wait either when they close.
     #[test]
     fn batches_pushed_from_an_op_never_wait() {
-        let (engine, x, done) = held_behind_a_small_lead();
-        let inner = engine.clone();
-        let y = engine.new_var();
-        let x2 = x.clone();
-        engine
-            .push(OpDesc::new("pusher").writes(&y), move |_| {
-                for _ in 0..10 {
-                    inner.batch(|b| {
-                        for _ in 0..100 {
-                            b.push(OpDesc::new("after").writes(&x2), |_| Ok(()))?;
-                        }
-                        Ok(())
-                    })?;
-                }
-                Ok(())
-            })
-            .unwrap();
-        engine.wait_for_var(&y).unwrap();
-        assert_eq!(engine.core().lead.stalled_at(), None);
-        done.done();
-        engine.wait_for_all().unwrap();
-        assert_eq!(x.version(), 1001);
+        pushed_from_an_op(1000, |engine, x| {
+            (0..10).try_for_each(|_| engine.batch(|b| batch_writes(b, x, 100)))
+        });
     }
 }
