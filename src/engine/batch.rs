@@ -27,7 +27,7 @@
 //! in another of the same engine leaves the look to the outermost one.
 //! Until this was so, a program that pushed in batches ran as far ahead
 //! of the workers as it liked (100,000 ops of 10 µs at 2 workers: all
-//! pushed in 23 ms of a run of 520), holding an op block and queue
+//! pushed in 23 ms of a run of 523), holding an op block and queue
 //! entries for every op pushed.
 
 use super::core::Core;

@@ -108,15 +108,17 @@ impl Core {
 
     /// What the close of a batch looks at when one of its pushes was one
     /// that looks (`batch.rs`): what that push would have looked at
-    /// outside the batch. Its held ops are handed over by then. The lead
-    /// is kept even where the pushing thread helps while pushing
+    /// outside the batch. Its held ops are handed over by then, and no
+    /// other batch of this engine is open on the thread
+    /// (`Core::close_batch` says when to look). The lead is kept even
+    /// where the pushing thread helps while pushing
     /// (`EngineBuilder::help_while_pushing`): a batch's pushes never help,
     /// so nothing else keeps its pushes near the running ops.
     #[cold]
     #[inline(never)]
     pub(crate) fn look_after_batch(&self) {
         self.wake_for_backlog();
-        if self.lead.limited() && !self.on_own_thread() && !self.in_batch() {
+        if self.lead.limited() && !self.on_own_thread() {
             self.lead.keep(&LeadOf(self));
         }
     }
