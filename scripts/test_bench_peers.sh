@@ -157,10 +157,11 @@ grep -q '^WORKERS=16 8 SYSTEMS=depengine depengine-alt TUNE_old= TUNE_full= OPS=
 out=$(BUNDLE=$FB OUT=$mc-first scripts/bench-many-cores.sh first 2>&1) || fail "first failed:"$'\n'"$out"
 [[ $(grep '^== ' <<<"$out" | sed 's/ (.*//' | tr '\n' ' ') == '== pairs == granularity == smallgraphs ' ]] ||
   fail "first should run pairs, granularity, then smallgraphs:"$'\n'"$out"
-# pairs: 16 and 8 workers, four rows, five settings each and four
+# pairs: 16 and 8 workers, four rows, six settings each and four
 # pushing threads on the two indep rows only.
 calls=$FB/depengine-calls.txt
-[[ $(wc -l <"$calls") == 44 && $(grep -c -- '--pushers 4' "$calls") == 4 ]] &&
+[[ $(wc -l <"$calls") == 52 && $(grep -c -- '--pushers 4' "$calls") == 4 &&
+  $(grep -c -- '--batch 256$' "$calls") == 8 ]] &&
   grep -q -- '^bench --workload indep --vars 0 --body-us 1 --ops 200000 --workers 16 --runs 16 --versus --pusher-queues-up-to 2 --asymmetric-fence off$' "$calls" &&
   grep -q -- '^bench --workload random --body-us 1 --ops 200000 --workers 8 --runs 16 --versus --deal-pushes$' "$calls" &&
   grep -q -- '^bench --workload indep --vars 0 --body-us 0 --ops 200000 --workers 16 --runs 16 --versus --deal-pushes --max-searching 16$' "$calls" &&
@@ -170,8 +171,8 @@ rm "$FB/depengine-alt" "$FB/depengine" "$calls"
 # pairs with the real engine, DRY: every paired line comes out.
 ln -s "$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")" "$FB/depengine"
 out=$(DRY=1 BUNDLE=$FB OUT=$mc-pairs scripts/bench-many-cores.sh pairs 2>&1) || fail "DRY=1 pairs failed:"$'\n'"$out"
-[[ $(grep -c '^paired .* rounds=2 .*sign_p=' "$mc-pairs/pairs.log") == 22 ]] ||
-  fail "DRY=1 pairs should print 22 paired lines: $(cat "$mc-pairs/pairs.log")"
+[[ $(grep -c '^paired .* rounds=2 .*sign_p=' "$mc-pairs/pairs.log") == 26 ]] ||
+  fail "DRY=1 pairs should print 26 paired lines: $(cat "$mc-pairs/pairs.log")"
 rm "$FB/depengine"
 if out=$(BUNDLE=$FB OUT=$mc-nodep scripts/bench-many-cores.sh pairs 2>&1); then
   fail "pairs ran on a bundle without depengine:"$'\n'"$out"
