@@ -103,7 +103,14 @@ impl Core {
     #[inline(never)]
     pub(crate) fn look_every_check(&self) {
         self.wake_for_backlog();
-        self.keep_lead();
+        // A pusher that helps run the backlog keeps near the running ops
+        // that way instead (`EngineBuilder::help_while_pushing`); a thread
+        // with a batch open cannot wait, as its held ops cannot complete
+        // before the batch closes, which then looks
+        // ([`Core::look_after_batch`]).
+        if !self.config.push_helps && !self.in_batch() {
+            self.keep_lead();
+        }
     }
 
     /// What the close of a batch looks at when one of its pushes was one
@@ -118,23 +125,14 @@ impl Core {
     #[inline(never)]
     pub(crate) fn look_after_batch(&self) {
         self.wake_for_backlog();
-        if self.lead.limited() && !self.on_own_thread() {
-            self.lead.keep(&LeadOf(self));
-        }
+        self.keep_lead();
     }
 
-    /// Keeps the rule above. The engine's own threads never wait (an op
-    /// that pushes ops would hold the worker the pending ops need), nor
-    /// does a thread with a batch open (its held ops are pending and
-    /// cannot complete before it closes: the batch looks when it closes,
-    /// [`Core::look_after_batch`]), nor a pusher that helps run the
-    /// backlog instead (`EngineBuilder::help_while_pushing`).
+    /// Keeps the rule above, where there is a limit. The engine's own
+    /// threads never wait: an op that pushes ops would hold the worker
+    /// the pending ops need.
     fn keep_lead(&self) {
-        if self.lead.limited()
-            && !self.config.push_helps
-            && !self.on_own_thread()
-            && !self.in_batch()
-        {
+        if self.lead.limited() && !self.on_own_thread() {
             self.lead.keep(&LeadOf(self));
         }
     }
